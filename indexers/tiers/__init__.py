@@ -1,0 +1,1 @@
+"""Storage tiers: every engine behind the one ``Tier`` protocol of ``base.py``."""

@@ -1,0 +1,71 @@
+"""The Tier protocol: what every storage engine offers the pipeline and the query path.
+
+A tier holds chunks with their dense vector, their lexical terms and their filterable
+fields, and searches both legs (dense and lexical) under the same filters in one call.
+Fusion across legs and tiers happens above, in ``rag_router.fuse``, so every hit keeps
+each leg's rank and score.
+
+Errors::
+
+    TierError                  the engine failed (I/O, server down, timeout)
+    └── TierUnavailable        the engine cannot be reached at all
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+from indexers.documents import EmbeddedChunk, LegHit, SearchQuery, StoredChunk
+
+LegResults = Mapping[str, list[LegHit]]  # leg name ("dense" | "lexical") → ranked hits
+
+
+class TierError(Exception):
+    """A storage engine failed to do what was asked."""
+
+
+class TierUnavailable(TierError):
+    """A storage engine cannot be reached."""
+
+
+@runtime_checkable
+class Tier(Protocol):
+    """A storage engine. Blocking engines run their work in worker threads."""
+
+    @property
+    def engine(self) -> str:
+        """A short name of the engine, e.g. ``qdrant-edge`` (shown by /readyz)."""
+        ...
+
+    async def ensure(self) -> None:
+        """Create collections/indexes if missing and catch up any derived index."""
+
+    async def upsert(self, chunks: Sequence[EmbeddedChunk]) -> None:
+        """Insert or replace chunks by id; returns only once the write is durable."""
+
+    async def delete(self, tenant: str, chunk_ids: Sequence[str]) -> None:
+        """Remove chunks by id (missing ids are not an error)."""
+
+    async def search(self, query: SearchQuery) -> LegResults:
+        """Run the requested legs with the query's filters applied before top-k."""
+        ...
+
+    async def optimize(self) -> bool:
+        """Build indexes for what was bulk-written (the embedded engines need a nudge)."""
+        ...
+
+    async def fetch(self, tenant: str, doc_ids: Sequence[str]) -> list[StoredChunk]:
+        """Every stored chunk of these documents (for change detection and GET)."""
+        ...
+
+    async def count(self, tenant: str | None = None) -> int:
+        """Number of chunks stored (for one tenant, or all)."""
+        ...
+
+    async def ping(self) -> bool:
+        """Whether the engine answers."""
+        ...
+
+    async def close(self) -> None:
+        """Flush and release the engine's resources."""
