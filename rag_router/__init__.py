@@ -1,0 +1,3 @@
+"""rag-router: the query-time brain and the service."""
+
+__version__ = "0.1.0"

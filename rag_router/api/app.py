@@ -1,0 +1,65 @@
+"""``create_app(settings)``: the app factory; the lifespan owns every client and engine."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request, Response
+
+from indexers.embed import Embedder
+from rag_router import __version__
+from rag_router.api import errors, routes
+from rag_router.services import build_services
+from rag_router.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings, *, embedder: Embedder | None = None) -> FastAPI:
+    """The service. ``embedder`` may be injected (tests share one model across apps)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.services = await build_services(settings, embedder)
+        log.info("rag-router ready: data dir %s", settings.data_dir)
+        try:
+            yield
+        finally:
+            await app.state.services.close()
+
+    app = FastAPI(
+        title="rag-router",
+        version=__version__,
+        description="Hybrid RAG retrieval: hot and cold tiers, routing, fusion.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    errors.install(app)
+    app.include_router(routes.router)
+
+    @app.middleware("http")
+    async def request_context(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        request.state.request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+        started = time.perf_counter()
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > settings.max_body_bytes):
+            response: Response = errors.envelope(
+                request, 413, "payload_too_large",
+                f"request body over {settings.max_body_bytes} bytes", "client_error",
+            )
+        else:
+            response = await call_next(request)
+        response.headers["x-request-id"] = request.state.request_id
+        services = getattr(request.app.state, "services", None)
+        if services is not None:
+            route = request.scope.get("route")
+            path = getattr(route, "path", "unmatched")
+            services.metrics.requests.labels(route=path, status=str(response.status_code)).inc()
+            services.metrics.request_seconds.labels(route=path).observe(time.perf_counter() - started)
+        return response
+
+    return app

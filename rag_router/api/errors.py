@@ -1,0 +1,79 @@
+"""The one status table and the one envelope: every non-2xx body is
+
+    {"error": {"code": str, "message": str, "type": str, "request_id": str}}
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from rag_router.errors import (
+    BackendUnavailable,
+    InvalidRequest,
+    NotFound,
+    PayloadTooLarge,
+    RagError,
+    Unauthorized,
+)
+
+log = logging.getLogger(__name__)
+
+STATUS: dict[type[RagError], int] = {
+    InvalidRequest: 422,
+    NotFound: 404,
+    PayloadTooLarge: 413,
+    Unauthorized: 401,
+    BackendUnavailable: 503,
+}
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large", 401: "unauthorized"}
+
+
+def request_id(request: Request) -> str:
+    return str(getattr(request.state, "request_id", "-"))
+
+
+def envelope(
+    request: Request, status: int, code: str, message: str, kind: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    body = {"error": {"code": code, "message": message, "type": kind, "request_id": request_id(request)}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _describe(errors: Any) -> str:
+    parts = []
+    for err in errors:
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(RagError)
+    async def rag_error(request: Request, exc: RagError) -> JSONResponse:
+        status = next((s for cls, s in STATUS.items() if isinstance(exc, cls)), 500)
+        headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, BackendUnavailable) else None
+        kind = "client_error" if status < 500 else "server_error"
+        return envelope(request, status, exc.code, exc.message, kind, headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        code = "invalid_json" if any(e.get("type") == "json_invalid" for e in errors) else "validation_error"
+        return envelope(request, 422, code, _describe(errors), "client_error")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
+        kind = "client_error" if exc.status_code < 500 else "server_error"
+        return envelope(request, exc.status_code, code, str(exc.detail), kind)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error request_id=%s", request_id(request))
+        return envelope(request, 500, "internal_error", "internal error", "server_error")

@@ -1,0 +1,144 @@
+"""HTTP routes: thin adapters from wire models to the services."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from indexers.documents import Document, StoredChunk, TierName, content_hash
+from rag_router.answer import SearchParams
+from rag_router.api.errors import request_id
+from rag_router.api.schemas import (
+    ChunkOut,
+    DocumentOut,
+    DocumentResult,
+    DocumentsRequest,
+    DocumentsResponse,
+    ErrorEnvelope,
+    SearchRequest,
+    SearchResponse,
+)
+from rag_router.errors import NotFound, PayloadTooLarge, Unauthorized
+from rag_router.filters import parse_filters
+from rag_router.services import Services
+
+router = APIRouter()
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorEnvelope} for code in (401, 404, 413, 422, 503)
+}
+
+
+def services(request: Request) -> Services:
+    svc: Services = request.app.state.services
+    return svc
+
+
+def tenant(request: Request) -> str:
+    """The tenant of the credential. Keys are ``key`` (default tenant) or ``tenant:key``."""
+    keys = request.app.state.settings.api_keys
+    if not keys:
+        return "default"
+    header = request.headers.get("authorization", "")
+    given = header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else ""
+    for secret in keys:
+        name, _, key = secret.get_secret_value().rpartition(":")
+        if given and hmac.compare_digest(given.encode(), key.encode()):
+            return name or "default"
+    raise Unauthorized("missing or unknown API key (Authorization: Bearer <key>)")
+
+
+Svc = Annotated[Services, Depends(services)]
+Tenant = Annotated[str, Depends(tenant)]
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(svc: Svc) -> JSONResponse:
+    backends: dict[str, dict[str, Any]] = {}
+    for name, tier in svc.tiers.items():
+        backends[name] = {"ok": await tier.ping(), "engine": tier.engine}
+    backends["llm"] = {"ok": True, "engine": "extractive" if not svc.settings.llm.base_url else "openai-compatible"}
+    backends["embedder"] = {"ok": True, "engine": svc.embedder.model_name}
+    ready = all(b["ok"] for b in backends.values())
+    body = {"status": "ready" if ready else "unavailable", "backends": backends}
+    return JSONResponse(body, status_code=200 if ready else 503)
+
+
+@router.get("/metrics")
+async def metrics(svc: Svc) -> Response:
+    return PlainTextResponse(svc.metrics.render(), media_type="text/plain; version=0.0.4")
+
+
+@router.post("/v1/search", response_model=SearchResponse, responses=_ERRORS)
+async def search(body: SearchRequest, request: Request, svc: Svc, tenant: Tenant) -> SearchResponse:
+    params = SearchParams(
+        query=body.query,
+        top_k=body.top_k,
+        route=body.route,
+        filters=parse_filters(body.filters, tenant),
+        legs=tuple(dict.fromkeys(body.legs)) if body.legs else ("dense", "lexical"),
+        request_id=request_id(request),
+    )
+    return SearchResponse.from_outcome(await svc.searcher.search(params))
+
+
+@router.post("/v1/documents", response_model=DocumentsResponse, responses=_ERRORS)
+async def add_documents(body: DocumentsRequest, svc: Svc, tenant: Tenant) -> DocumentsResponse:
+    limit = svc.settings.max_documents_per_request
+    if len(body.documents) > limit:
+        raise PayloadTooLarge(f"{len(body.documents)} documents in one request; at most {limit} (use /v1/ingest/jobs)")
+    docs = [
+        Document(
+            id=d.id or content_hash(d.title or "", d.text),
+            text=d.text,
+            title=d.title,
+            metadata=d.metadata,
+            tenant=tenant,
+        )
+        for d in body.documents
+    ]
+    report = await svc.pipeline.ingest(docs, placement=body.tier)
+    svc.metrics.ingested_chunks.inc(report.chunks_written)
+    for r in report.results:
+        svc.metrics.ingested.labels(status=r.status).inc()
+    return DocumentsResponse(
+        results=[DocumentResult(id=r.id, status=r.status, chunks=r.chunks, tier=r.tier, error=r.error)
+                 for r in report.results]
+    )
+
+
+async def _stored(svc: Services, tenant: str, doc_id: str) -> list[tuple[TierName, StoredChunk]]:
+    found: list[tuple[TierName, StoredChunk]] = []
+    for name, tier in svc.tiers.items():
+        found.extend((name, c) for c in await tier.fetch(tenant, [doc_id]))
+    if not found:
+        raise NotFound(f"document {doc_id!r} not found")
+    return found
+
+
+@router.get("/v1/documents/{doc_id}", response_model=DocumentOut, responses=_ERRORS)
+async def get_document(doc_id: str, svc: Svc, tenant: Tenant) -> DocumentOut:
+    found = await _stored(svc, tenant, doc_id)
+    first = found[0][1]
+    return DocumentOut(
+        id=doc_id,
+        title=first.title,
+        metadata=dict(first.metadata),
+        tiers=sorted({t for t, _ in found}),
+        chunks=[ChunkOut(chunk_id=c.chunk_id, tier=t, text=c.text) for t, c in found],
+    )
+
+
+@router.delete("/v1/documents/{doc_id}", responses=_ERRORS)
+async def delete_document(doc_id: str, svc: Svc, tenant: Tenant) -> dict[str, Any]:
+    found = await _stored(svc, tenant, doc_id)
+    for name in {t for t, _ in found}:
+        await svc.tiers[name].delete(tenant, [c.chunk_id for t, c in found if t == name])
+    return {"id": doc_id, "deleted_chunks": len(found)}

@@ -1,0 +1,145 @@
+"""Wire models: strict requests (unknown fields are errors), responses as in API.md."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from rag_router.answer import SearchOutcome
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SearchRequest(Strict):
+    query: str = Field(..., min_length=1, max_length=4096, description="the question or keywords")
+    top_k: int = Field(10, ge=1, le=100, description="hits to return")
+    route: Literal["auto", "hot", "cold", "both"] = Field("auto", description="tiers to search")
+    filters: dict[str, Any] | None = Field(
+        None,
+        description='e.g. {"year": {"gte": 2019}, "date": {"gte": "2020-01-01"}, "tags": ["a"], "doc_id": ["x"]}',
+    )
+    legs: list[Literal["dense", "lexical"]] | None = Field(
+        None, min_length=1, description="restrict retrieval to these legs (default: both)"
+    )
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query must not be empty or whitespace")
+        return value
+
+
+class LegOut(BaseModel):
+    rank: int
+    score: float
+
+
+class HitOut(BaseModel):
+    chunk_id: str
+    doc_id: str
+    title: str | None
+    text: str
+    score: float
+    tier: Literal["hot", "cold"]
+    metadata: dict[str, Any]
+    legs: dict[str, LegOut]
+
+
+class RouteOut(BaseModel):
+    tiers: list[str]
+    reason: str
+    features: dict[str, Any]
+    filters: dict[str, Any]
+
+
+class SearchResponse(BaseModel):
+    hits: list[HitOut]
+    route: RouteOut
+    timings_ms: dict[str, float]
+    degraded: bool
+    unavailable: list[str]
+    request_id: str
+
+    @classmethod
+    def from_outcome(cls, outcome: SearchOutcome) -> SearchResponse:
+        hits = [
+            HitOut(
+                chunk_id=h.chunk_id,
+                doc_id=h.doc_id,
+                title=h.chunk.title,
+                text=h.chunk.text,
+                score=h.score,
+                tier=h.tier,
+                metadata=dict(h.chunk.metadata),
+                legs={name: LegOut(rank=s.rank, score=s.score) for name, s in h.legs.items()},
+            )
+            for h in outcome.hits
+        ]
+        return cls(
+            hits=hits,
+            route=RouteOut(**outcome.route_json()),
+            timings_ms={k: round(v, 3) for k, v in outcome.timings_ms.items()},
+            degraded=outcome.degraded,
+            unavailable=outcome.unavailable,
+            request_id=outcome.request_id,
+        )
+
+
+class DocumentIn(Strict):
+    id: str | None = Field(None, min_length=1, max_length=512, description="defaults to a content hash")
+    text: str = Field(..., description="the document's text")
+    title: str | None = Field(None, max_length=2048)
+    metadata: dict[str, Any] = Field(default_factory=dict, description='e.g. {"date": "2024-05-01", "tags": ["x"]}')
+
+    @field_validator("text")
+    @classmethod
+    def _has_text(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("text must not be empty")
+        return value
+
+
+class DocumentsRequest(Strict):
+    documents: list[DocumentIn] = Field(..., min_length=1)
+    tier: Literal["auto", "hot", "cold"] = "auto"
+
+
+class DocumentResult(BaseModel):
+    id: str
+    status: Literal["created", "updated", "unchanged", "failed"]
+    chunks: int
+    tier: str | None
+    error: str | None = None
+
+
+class DocumentsResponse(BaseModel):
+    results: list[DocumentResult]
+
+
+class ChunkOut(BaseModel):
+    chunk_id: str
+    tier: Literal["hot", "cold"]
+    text: str
+
+
+class DocumentOut(BaseModel):
+    id: str
+    title: str | None
+    metadata: dict[str, Any]
+    tiers: list[str]
+    chunks: list[ChunkOut]
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    type: str
+    request_id: str
+
+
+class ErrorEnvelope(BaseModel):
+    error: ErrorBody

@@ -1,0 +1,200 @@
+"""The ``rag-router`` console script: serve · ingest · query · eval."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import shutil
+import tempfile
+import zlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from indexers.documents import LEGS, Document, Leg, TierName
+from indexers.load import load_paths
+from indexers.pipeline import IngestReport, Placement
+from rag_router.answer import RouteName, SearchParams
+from rag_router.evaluate import load_dataset, run_queries
+from rag_router.services import Services, build_services
+from rag_router.settings import Settings, get_settings
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Hybrid RAG retrieval service.")
+console = Console(stderr=True)
+
+LegsOption = Literal["bm25", "dense", "hybrid"]
+_LEGS: dict[str, tuple[Leg, ...]] = {"bm25": ("lexical",), "dense": ("dense",), "hybrid": LEGS}
+
+
+def _setup_logging(settings: Settings) -> None:
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    for noisy in ("httpx", "sentence_transformers", "transformers"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+@asynccontextmanager
+async def _services(settings: Settings) -> AsyncIterator[Services]:
+    services = await build_services(settings)
+    try:
+        yield services
+    finally:
+        await services.close()
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="bind address (default RAG_HOST)")] = None,
+    port: Annotated[int | None, typer.Option(help="port (default RAG_PORT)")] = None,
+) -> None:
+    """Run the REST service."""
+    import uvicorn
+
+    from rag_router.api.app import create_app
+
+    settings = get_settings()
+    _setup_logging(settings)
+    uvicorn.run(create_app(settings), host=host or settings.host, port=port or settings.port, log_level="info")
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="files or folders", exists=True)],
+    tier: Annotated[str, typer.Option(help="auto | hot | cold")] = "auto",
+    tenant: Annotated[str, typer.Option(help="tenant the documents belong to")] = "default",
+    if_empty: Annotated[bool, typer.Option("--if-empty", help="skip when the tiers already hold data")] = False,
+) -> None:
+    """Batch-ingest files (BEIR corpus.jsonl[.gz], .jsonl, .txt, .md) with a progress bar."""
+    if tier not in ("auto", "hot", "cold"):
+        raise typer.BadParameter("--tier must be auto, hot or cold")
+    settings = get_settings()
+    _setup_logging(settings)
+    asyncio.run(_ingest(settings, paths, tier, tenant, if_empty))  # type: ignore[arg-type]
+
+
+async def _ingest(settings: Settings, paths: list[Path], tier: Placement, tenant: str, if_empty: bool) -> None:
+    async with _services(settings) as services:
+        if if_empty and sum([await t.count() for t in services.tiers.values()]):
+            console.print("[dim]tiers already hold data; nothing ingested[/dim]")
+            return
+        report = await _ingest_with_progress(services, load_paths(paths, tenant), tier)
+    _print_report(report)
+
+
+async def _ingest_with_progress(services: Services, docs: Any, placement: Any) -> IngestReport:
+    columns = (TextColumn("ingesting"), BarColumn(), TextColumn("{task.completed} docs"),
+               TextColumn("{task.fields[rate]:.1f} chunks/s"), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("ingest", total=None, rate=0.0)
+
+        def update(report: IngestReport) -> None:
+            progress.update(task, completed=len(report.results), rate=report.chunks_per_s)
+
+        return await services.pipeline.ingest(docs, placement=placement, optimize=True, on_batch=update)
+
+
+def _print_report(report: IngestReport) -> None:
+    table = Table(title="ingest summary", show_header=False)
+    for label, value in (
+        ("documents", len(report.results)),
+        ("created", report.count("created")),
+        ("updated", report.count("updated")),
+        ("skipped (unchanged)", report.count("unchanged")),
+        ("failed", report.count("failed")),
+        ("chunks embedded", report.chunks_embedded),
+        ("chunks/s", f"{report.chunks_per_s:.1f}"),
+        ("seconds", f"{report.seconds:.1f}"),
+    ):
+        table.add_row(label, str(value))
+    console.print(table)
+    for failure in [r for r in report.results if r.status == "failed"][:20]:
+        console.print(f"[red]failed[/red] {failure.id}: {failure.error}")
+
+
+@app.command()
+def query(
+    text: Annotated[str, typer.Argument(help="the question")],
+    route: Annotated[str, typer.Option(help="auto | hot | cold | both")] = "auto",
+    top_k: Annotated[int, typer.Option(min=1, max=100)] = 5,
+    as_json: Annotated[bool, typer.Option("--json", help="print the response as JSON")] = False,
+) -> None:
+    """Run one query and print the hits with their sources."""
+    settings = get_settings()
+    _setup_logging(settings)
+    asyncio.run(_query(settings, text, route, top_k, as_json))
+
+
+async def _query(settings: Settings, text: str, route: str, top_k: int, as_json: bool) -> None:
+    from rag_router.api.schemas import SearchResponse
+
+    async with _services(settings) as services:
+        outcome = await services.searcher.search(SearchParams(text, top_k, route))  # type: ignore[arg-type]
+    response = SearchResponse.from_outcome(outcome)
+    if as_json:
+        typer.echo(response.model_dump_json(indent=2))
+        return
+    console.print(f"[bold]route[/bold] {', '.join(outcome.route.tiers)} — {outcome.route.reason}")
+    for n, hit in enumerate(response.hits, 1):
+        title = f" — {hit.title}" if hit.title else ""
+        typer.echo(f"[{n}] {hit.doc_id}{title} ({hit.tier}, score {hit.score:.4f})")
+        typer.echo(f"    {hit.text[:300]}")
+
+
+def _placer(tier: str, split: float | None) -> Any:
+    """Forced tier, or the deterministic split: crc32(doc id) mod 1000 < split·1000 → hot."""
+    if split is None:
+        return tier
+
+    def by_hash(doc: Document) -> TierName:
+        return "hot" if zlib.crc32(doc.id.encode()) % 1000 < split * 1000 else "cold"
+
+    return by_hash
+
+
+@app.command("eval")
+def evaluate(
+    dataset_dir: Annotated[Path, typer.Argument(help="BEIR-layout folder", exists=True, file_okay=False)],
+    route: Annotated[str, typer.Option(help="auto | hot | cold | both")] = "both",
+    split: Annotated[str, typer.Option(help="qrels split")] = "test",
+    legs: Annotated[str, typer.Option(help="bm25 | dense | hybrid")] = "hybrid",
+    data_dir: Annotated[Path | None, typer.Option(help="index location to reuse (default: temporary)")] = None,
+    tier: Annotated[str, typer.Option(help="where the corpus goes: auto | hot | cold")] = "auto",
+    tier_split: Annotated[float | None, typer.Option(min=0.0, max=1.0, help="share placed hot")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """Evaluate retrieval on a BEIR-layout dataset (nDCG@10, recall@100, MRR@10, success@1)."""
+    if legs not in _LEGS:
+        raise typer.BadParameter("--legs must be bm25, dense or hybrid")
+    temp = None if data_dir else Path(tempfile.mkdtemp(prefix="rag-eval-"))
+    settings = get_settings(data_dir=data_dir or temp)
+    _setup_logging(settings)
+    try:
+        report = asyncio.run(_eval(settings, dataset_dir, route, split, _LEGS[legs], _placer(tier, tier_split)))
+    finally:
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+        return
+    table = Table(title=f"{dataset_dir.name} · route {route} · legs {legs}")
+    for key in ("ndcg@10", "recall@100", "mrr@10", "success@1", "latency_ms_p50", "latency_ms_p99", "queries"):
+        table.add_row(key, f"{report[key]:.4f}" if isinstance(report[key], float) else str(report[key]))
+    Console().print(table)
+
+
+async def _eval(
+    settings: Settings, path: Path, route: str, split: str, legs: tuple[Leg, ...], placement: Any
+) -> dict[str, Any]:
+    dataset = load_dataset(path, split)
+    async with _services(settings) as services:
+        ingest_report = await _ingest_with_progress(services, dataset.corpus(), placement)
+        report = await run_queries(services.searcher, dataset, route=route, legs=legs)  # type: ignore[arg-type]
+    report["ingest"] = {"documents": len(ingest_report.results), "chunks_embedded": ingest_report.chunks_embedded,
+                        "unchanged": ingest_report.count("unchanged")}
+    return report

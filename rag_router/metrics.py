@@ -1,0 +1,45 @@
+"""Prometheus metrics, on a registry owned by the app (no global state)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "rag_http_requests", "HTTP requests by route and status", ["route", "status"], registry=self.registry
+        )
+        self.request_seconds = Histogram(
+            "rag_http_request_seconds", "HTTP request latency", ["route"], buckets=_BUCKETS, registry=self.registry
+        )
+        self.stage_seconds = Histogram(
+            "rag_stage_seconds", "latency of each query stage", ["stage"], buckets=_BUCKETS, registry=self.registry
+        )
+        self.route_decisions = Counter(
+            "rag_route_decisions", "queries by the tiers they were routed to", ["tiers"], registry=self.registry
+        )
+        self.tier_failures = Counter(
+            "rag_tier_failures", "searches a tier failed to answer", ["tier"], registry=self.registry
+        )
+        self.ingested = Counter(
+            "rag_ingested_documents", "documents ingested by outcome", ["status"], registry=self.registry
+        )
+        self.ingested_chunks = Counter("rag_ingested_chunks", "chunks written", registry=self.registry)
+
+    def observe_search(
+        self, tiers: Sequence[str], timings_ms: Mapping[str, float], unavailable: Sequence[str]
+    ) -> None:
+        self.route_decisions.labels(tiers="+".join(tiers)).inc()
+        for stage, ms in timings_ms.items():
+            self.stage_seconds.labels(stage=stage).observe(ms / 1000)
+        for tier in unavailable:
+            self.tier_failures.labels(tier=tier).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

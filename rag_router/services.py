@@ -1,0 +1,90 @@
+"""Builds every client and engine from Settings; the app's lifespan and the CLI own the result."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from indexers.chunk import Chunker
+from indexers.documents import TierName
+from indexers.embed import Embedder, SentenceTransformerEmbedder
+from indexers.lexical import Analyzer
+from indexers.pipeline import Pipeline
+from indexers.tiers.base import Tier
+from indexers.tiers.local_cold import LocalColdTier
+from indexers.tiers.qdrant_edge import QdrantEdgeTier
+from rag_router.answer import Searcher
+from rag_router.metrics import Metrics
+from rag_router.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Services:
+    settings: Settings
+    embedder: Embedder
+    analyzer: Analyzer
+    tiers: dict[TierName, Tier]
+    pipeline: Pipeline
+    searcher: Searcher
+    metrics: Metrics
+
+    async def close(self) -> None:
+        for tier in self.tiers.values():
+            await tier.close()
+
+
+def build_embedder(settings: Settings) -> Embedder:
+    e = settings.embedding
+    return SentenceTransformerEmbedder(
+        e.model, device=e.device, max_batch=e.max_batch, max_batch_tokens=e.max_batch_tokens
+    )
+
+
+def build_tiers(settings: Settings, dim: int, analyzer: Analyzer) -> dict[TierName, Tier]:
+    if settings.qdrant.url or settings.elastic.url:
+        raise NotImplementedError(
+            "server tiers (RAG_QDRANT__URL / RAG_ELASTIC__URL) are not available in this version; "
+            "unset them to use the embedded engines"
+        )
+    data = settings.data_dir
+    hot = QdrantEdgeTier(
+        data / "hot",
+        dim=dim,
+        analyzer=analyzer,
+        indexing_threshold_kb=settings.qdrant.indexing_threshold_kb,
+        hnsw_ef=settings.qdrant.hnsw_ef,
+    )
+    cold = LocalColdTier(data / "cold", dim=dim, analyzer=analyzer, ivf_threshold=settings.elastic.ivf_threshold)
+    return {"hot": hot, "cold": cold}
+
+
+async def build_services(settings: Settings, embedder: Embedder | None = None) -> Services:
+    """Everything the service needs, with the tiers opened (and caught up after a crash)."""
+    embedder = embedder or build_embedder(settings)
+    analyzer = Analyzer()
+    tiers = build_tiers(settings, embedder.dim, analyzer)
+    for tier in tiers.values():
+        await tier.ensure()
+    metrics = Metrics()
+    chunker = Chunker(
+        embedder.count_tokens,
+        max_tokens=settings.chunk.max_tokens,
+        overlap_tokens=settings.chunk.overlap_tokens,
+    )
+    pipeline = Pipeline(
+        embedder=embedder, chunker=chunker, tiers=tiers, hot_window_days=settings.tiers.hot_window_days
+    )
+    r = settings.retrieval
+    searcher = Searcher(
+        embedder=embedder,
+        analyzer=analyzer,
+        tiers=tiers,
+        metrics=metrics,
+        rrf_k=r.rrf_k,
+        depth=r.depth,
+        timeout_s=r.timeout_s,
+        weights={"dense": r.dense_weight, "lexical": r.lexical_weight},
+    )
+    return Services(settings, embedder, analyzer, tiers, pipeline, searcher, metrics)

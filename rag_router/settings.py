@@ -1,0 +1,85 @@
+"""Typed settings from the environment (prefix ``RAG_``, nested with ``__``).
+
+Built once by ``get_settings()`` in ``create_app`` or the CLI and injected from there;
+nothing reads the environment at import time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class QdrantSettings(BaseModel):
+    url: str | None = Field(None, description="Qdrant server URL; unset → embedded Qdrant Edge")
+    api_key: SecretStr | None = None
+    hnsw_ef: int = Field(128, ge=8, description="HNSW search breadth of the embedded hot tier")
+    indexing_threshold_kb: int | None = Field(
+        None, ge=0, description="segment size (KB) above which Qdrant Edge builds HNSW; None = Qdrant's default"
+    )
+
+
+class ElasticSettings(BaseModel):
+    url: str | None = Field(None, description="Elasticsearch URL; unset → embedded tantivy + FAISS")
+    api_key: SecretStr | None = None
+    ivf_threshold: int = Field(200_000, ge=1, description="vectors above which FAISS switches to IVF-SQ8")
+
+
+class LLMSettings(BaseModel):
+    base_url: str | None = Field(None, description="OpenAI-compatible (vLLM) URL; unset → extractive answers")
+    model: str = "Qwen/Qwen2.5-7B-Instruct"
+    api_key: SecretStr | None = None
+
+
+class EmbeddingSettings(BaseModel):
+    model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers model name or path")
+    device: str = Field("auto", description="auto | cpu | cuda | cuda:N")
+    max_batch: int = Field(64, ge=1)
+    max_batch_tokens: int = Field(16_384, ge=256)
+
+
+class ChunkSettings(BaseModel):
+    max_tokens: int = Field(200, ge=16, le=510, description="tokens per chunk (the title is added on top)")
+    overlap_tokens: int = Field(32, ge=0)
+
+
+class TierSettings(BaseModel):
+    hot_window_days: int = Field(365, ge=0, description="documents dated within this many days go hot")
+
+
+class RetrievalSettings(BaseModel):
+    rrf_k: int = Field(60, ge=1, description="the k of reciprocal rank fusion")
+    depth: int = Field(100, ge=1, le=1000, description="candidates each leg contributes to fusion")
+    timeout_s: float = Field(5.0, gt=0, description="deadline of one search request")
+    dense_weight: float = Field(1.0, ge=0)
+    lexical_weight: float = Field(1.0, ge=0)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="RAG_", env_nested_delimiter="__", env_file=".env", extra="ignore"
+    )
+
+    data_dir: Path = Field(Path(".rag-data"), description="where the embedded tiers keep their files")
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    api_keys: list[SecretStr] = Field(default_factory=list, description="unset: no auth (local use)")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024)
+    max_documents_per_request: int = Field(256, ge=1)
+
+    qdrant: QdrantSettings = QdrantSettings()
+    elastic: ElasticSettings = ElasticSettings()
+    llm: LLMSettings = LLMSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    chunk: ChunkSettings = ChunkSettings()
+    tiers: TierSettings = TierSettings()
+    retrieval: RetrievalSettings = RetrievalSettings()
+
+
+def get_settings(**overrides: object) -> Settings:
+    """Settings from the environment (and ``.env``), with explicit overrides on top."""
+    return Settings(**overrides)  # type: ignore[arg-type]
