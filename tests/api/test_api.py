@@ -1,0 +1,168 @@
+"""The REST contract of API.md, through the real app, engines and model."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from indexers.documents import Document
+from indexers.embed import SentenceTransformerEmbedder
+from rag_router.api import create_app
+from rag_router.settings import Settings
+
+HIT_FIELDS = {"chunk_id", "doc_id", "title", "text", "score", "tier", "metadata", "legs"}
+
+
+def _doc_json(doc: Document) -> dict[str, Any]:
+    return {"id": doc.id, "text": doc.text, "title": doc.title, "metadata": dict(doc.metadata)}
+
+
+@pytest.fixture(scope="module")
+def client(
+    tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder, sample_docs: list[Document]
+) -> Iterator[TestClient]:
+    settings = Settings(data_dir=tmp_path_factory.mktemp("api"), max_body_bytes=64 * 1024)
+    with TestClient(create_app(settings, embedder=embedder)) as c:
+        r = c.post("/v1/documents", json={"documents": [_doc_json(d) for d in sample_docs]})
+        assert r.status_code == 200, r.text
+        yield c
+
+
+def assert_envelope(r: Any, status: int, mentions: str) -> None:
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert set(err) == {"code", "message", "type", "request_id"}
+    assert mentions.lower() in err["message"].lower()
+    assert err["request_id"] == r.headers["x-request-id"]
+
+
+def test_health_ready_metrics(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200
+    backends = ready.json()["backends"]
+    assert backends["hot"] == {"ok": True, "engine": "qdrant-edge"}
+    assert backends["cold"]["ok"] and set(backends) == {"hot", "cold", "llm", "embedder"}
+    client.post("/v1/search", json={"query": "slavery"})
+    metrics = client.get("/metrics").text
+    assert 'rag_route_decisions_total{tiers="hot+cold"}' in metrics
+
+
+def test_search_response_has_every_field(client: TestClient) -> None:
+    r = client.post("/v1/search", json={"query": "Is everyone equal before the law?", "top_k": 3})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert set(body) == {"hits", "route", "timings_ms", "degraded", "unavailable", "request_id"}
+    assert len(body["hits"]) == 3
+    assert all(set(h) == HIT_FIELDS for h in body["hits"])
+    top = body["hits"][0]
+    assert top["doc_id"] == "udhr-art-7" and top["tier"] == "cold"
+    assert {"cold.dense", "cold.lexical"} <= set(top["legs"])
+    assert set(body["route"]) == {"tiers", "reason", "features", "filters"}
+    assert body["route"]["tiers"] == ["hot", "cold"]
+    assert {"features", "embed", "hot", "cold", "fuse", "total"} <= set(body["timings_ms"])
+    assert body["degraded"] is False and body["unavailable"] == []
+
+
+def test_placement_by_date_and_routes(client: TestClient) -> None:
+    hot = client.post("/v1/search", json={"query": "tiers", "route": "hot"}).json()
+    assert hot["hits"] and all(h["tier"] == "hot" and h["doc_id"].startswith("notes-") for h in hot["hits"])
+    cold = client.post("/v1/search", json={"query": "tiers", "route": "cold"}).json()
+    assert cold["hits"] and all(h["tier"] == "cold" and h["doc_id"].startswith("udhr-") for h in cold["hits"])
+
+
+def test_filters_are_applied_and_echoed(client: TestClient) -> None:
+    body = {"query": "rights", "filters": {"article": [3, 9], "year": {"gte": 1900, "lte": 1950}}}
+    r = client.post("/v1/search", json=body).json()
+    assert {h["doc_id"] for h in r["hits"]} == {"udhr-art-3", "udhr-art-9"}
+    assert r["route"]["filters"] == {"article": ["3", "9"], "year": {"gte": 1900, "lte": 1950}}
+    dated = client.post("/v1/search", json={"query": "rights", "filters": {"date": {"gte": "2026-01-01"}}}).json()
+    assert dated["hits"] and all(h["metadata"]["date"] >= "2026-01-01" for h in dated["hits"])
+
+
+def test_legs_can_be_restricted(client: TestClient) -> None:
+    r = client.post("/v1/search", json={"query": "asylum", "legs": ["lexical"]}).json()
+    assert r["hits"] and all(set(h["legs"]) <= {"hot.lexical", "cold.lexical"} for h in r["hits"])
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "mentions"),
+    [
+        ({"query": ""}, 422, "query"),
+        ({"query": "   "}, 422, "query"),
+        ({"query": "x", "top_k": 0}, 422, "top_k"),
+        ({"query": "x", "top_k": 101}, 422, "top_k"),
+        ({"query": "x", "colour": "red"}, 422, "colour"),
+        ({"query": "x", "route": "warm"}, 422, "route"),
+        ({"query": "x", "filters": {"color": "red"}}, 422, "color"),
+        ({"query": "x", "filters": {"year": "recent"}}, 422, "year"),
+        ({"query": "x", "filters": {"date": {"after": "2020-01-01"}}}, 422, "date"),
+        ({"query": "x", "filters": {"date": {"gte": "yesterday"}}}, 422, "date"),
+        ({"query": "x", "filters": {"tags": []}}, 422, "tags"),
+    ],
+)
+def test_bad_search_input_is_a_clear_4xx(client: TestClient, body: dict[str, Any], status: int, mentions: str) -> None:
+    assert_envelope(client.post("/v1/search", json=body), status, mentions)
+
+
+def test_invalid_json_and_oversized_body(client: TestClient) -> None:
+    r = client.post("/v1/search", content=b'{"query": ', headers={"content-type": "application/json"})
+    assert_envelope(r, 422, "json")
+    huge = json.dumps({"query": "x" * 70_000})
+    assert_envelope(client.post("/v1/search", content=huge, headers={"content-type": "application/json"}), 413, "bytes")
+
+
+def test_bad_documents_change_nothing(client: TestClient) -> None:
+    before = client.get("/v1/documents/udhr-art-1").json()
+    for body in (
+        {"documents": []},
+        {"documents": [{"text": "  "}]},
+        {"documents": [{"id": "udhr-art-1", "text": "replaced", "extra": 1}]},
+        {"documents": [{"id": "udhr-art-1", "text": "replaced"}], "tier": "lukewarm"},
+    ):
+        r = client.post("/v1/documents", json=body)
+        assert r.status_code == 422, r.text
+    assert client.get("/v1/documents/udhr-art-1").json() == before
+
+
+def test_document_lifecycle(client: TestClient) -> None:
+    doc = {"id": "memo-1", "text": "The quarterly compliance memo covers encryption at rest.", "title": "Memo",
+           "metadata": {"date": "2026-11-01", "tags": ["memo"]}}
+    first = client.post("/v1/documents", json={"documents": [doc]}).json()["results"][0]
+    assert first == {"id": "memo-1", "status": "created", "chunks": 1, "tier": "hot", "error": None}
+    again = client.post("/v1/documents", json={"documents": [doc]}).json()["results"][0]
+    assert again["status"] == "unchanged"
+    got = client.get("/v1/documents/memo-1").json()
+    assert got["tiers"] == ["hot"] and got["chunks"][0]["chunk_id"] == "memo-1#0"
+    hit = client.post("/v1/search", json={"query": "encryption at rest memo", "top_k": 1}).json()["hits"][0]
+    assert hit["doc_id"] == "memo-1"
+    moved = client.post("/v1/documents", json={"documents": [doc], "tier": "cold"}).json()["results"][0]
+    assert moved["status"] == "updated" and moved["tier"] == "cold"
+    assert client.get("/v1/documents/memo-1").json()["tiers"] == ["cold"]
+    assert client.delete("/v1/documents/memo-1").status_code == 200
+    assert_envelope(client.get("/v1/documents/memo-1"), 404, "memo-1")
+    hits = client.post("/v1/search", json={"query": "encryption at rest memo"}).json()["hits"]
+    assert all(h["doc_id"] != "memo-1" for h in hits)
+
+
+def test_too_many_documents_is_413(client: TestClient) -> None:
+    docs = [{"text": f"d{i}"} for i in range(300)]
+    assert_envelope(client.post("/v1/documents", json={"documents": docs}), 413, "at most")
+
+
+def test_api_keys_and_tenants(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+    settings = Settings(data_dir=tmp_path, api_keys=["k-default", "acme:k-acme"])  # type: ignore[list-item]
+    with TestClient(create_app(settings, embedder=embedder)) as c:
+        assert_envelope(c.post("/v1/search", json={"query": "x"}), 401, "api key")
+        acme = {"Authorization": "Bearer k-acme"}
+        doc = {"documents": [{"id": "a1", "text": "Acme's private pricing sheet."}]}
+        assert c.post("/v1/documents", json=doc, headers=acme).status_code == 200
+        own = c.post("/v1/search", json={"query": "pricing sheet"}, headers=acme).json()["hits"]
+        other = c.post("/v1/search", json={"query": "pricing sheet"}, headers={"Authorization": "Bearer k-default"})
+        assert [h["doc_id"] for h in own] == ["a1"]
+        assert other.json()["hits"] == []

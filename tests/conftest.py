@@ -1,0 +1,55 @@
+"""Shared fixtures: one real embedding model per session, the sample corpus, temp data dirs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from indexers.documents import Document, Vector
+from indexers.embed import SentenceTransformerEmbedder
+from indexers.load import load_paths
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
+
+
+@pytest.fixture(scope="session")
+def embedder() -> SentenceTransformerEmbedder:
+    """The packaged all-MiniLM-L6-v2 on CPU: the real model, loaded once."""
+    return SentenceTransformerEmbedder(device="cpu")
+
+
+class CountingEmbedder:
+    """Wraps the real embedder and counts what it is asked to embed."""
+
+    def __init__(self, inner: SentenceTransformerEmbedder) -> None:
+        self.inner = inner
+        self.embedded: list[str] = []
+
+    @property
+    def model_name(self) -> str:
+        return self.inner.model_name
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self.inner.count_tokens(texts)
+
+    def embed(self, texts: Sequence[str]) -> Vector:
+        self.embedded.extend(texts)
+        return self.inner.embed(texts)
+
+
+@pytest.fixture
+def counting_embedder(embedder: SentenceTransformerEmbedder) -> CountingEmbedder:
+    return CountingEmbedder(embedder)
+
+
+@pytest.fixture(scope="session")
+def sample_docs() -> list[Document]:
+    docs = [d for d in load_paths([SAMPLE]) if isinstance(d, Document)]
+    assert len(docs) == 33
+    return docs

@@ -1,0 +1,222 @@
+"""One contract, every tier: the embedded engines here; server adapters join when they exist.
+
+Each test gets a factory that opens the tier at a path, so reopen-after-close is tested
+against the same files. Data is the sample corpus embedded by the real model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from indexers.chunk import Chunker
+from indexers.documents import Chunk, Document, EmbeddedChunk, Filters, Range, SearchQuery
+from indexers.embed import SentenceTransformerEmbedder
+from indexers.lexical import Analyzer
+from indexers.tiers.base import Tier
+from indexers.tiers.local_cold import LocalColdTier
+from indexers.tiers.qdrant_edge import QdrantEdgeTier
+
+ANALYZER = Analyzer()
+Factory = Callable[..., Tier]
+
+
+def qdrant_edge(path: Path, dim: int, **kw: object) -> Tier:
+    return QdrantEdgeTier(path, dim=dim, analyzer=ANALYZER, indexing_threshold_kb=kw.get("small_index") and 64)  # type: ignore[arg-type]
+
+
+def local_cold(path: Path, dim: int, **kw: object) -> Tier:
+    return LocalColdTier(path, dim=dim, analyzer=ANALYZER, ivf_threshold=1000 if kw.get("small_index") else 200_000)
+
+
+TIERS = {"qdrant-edge": qdrant_edge, "local-cold": local_cold}
+
+
+@pytest.fixture(params=sorted(TIERS))
+def make_tier(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Tier]:
+    factory = TIERS[request.param]
+    return lambda dim=384, **kw: factory(tmp_path / "tier", dim, **kw)
+
+
+@pytest.fixture(scope="module")
+def embedded_sample(embedder: SentenceTransformerEmbedder, sample_docs: list[Document]) -> list[EmbeddedChunk]:
+    chunker = Chunker(embedder.count_tokens, max_tokens=120)
+    chunks = [c for d in sample_docs for c in chunker.chunk(d)]
+    vectors = embedder.embed([c.embed_text for c in chunks])
+    return [EmbeddedChunk(c, v) for c, v in zip(chunks, vectors, strict=True)]
+
+
+@pytest.fixture
+async def tier(make_tier: Factory, embedded_sample: list[EmbeddedChunk]) -> AsyncIterator[Tier]:
+    t = make_tier()
+    await t.ensure()
+    await t.upsert(embedded_sample)
+    yield t
+    await t.close()
+
+
+def query(embedder: SentenceTransformerEmbedder, text: str, *, k: int = 5, legs=("dense", "lexical"), **filters) -> SearchQuery:  # type: ignore[no-untyped-def]
+    return SearchQuery(
+        text=text,
+        terms=ANALYZER.query_terms(text),
+        vector=embedder.embed([text])[0],
+        filters=Filters(**filters),
+        k=k,
+        legs=legs,
+    )
+
+
+async def test_count_and_idempotent_reupsert(tier: Tier, embedded_sample: list[EmbeddedChunk]) -> None:
+    assert await tier.count() == len(embedded_sample)
+    await tier.upsert(embedded_sample[:5])
+    assert await tier.count() == len(embedded_sample)
+    assert await tier.count("someone-else") == 0
+
+
+async def test_dense_leg_finds_the_paraphrase(tier: Tier, embedder: SentenceTransformerEmbedder) -> None:
+    result = await tier.search(query(embedder, "Can I be tortured or punished cruelly?", legs=("dense",)))
+    assert set(result) == {"dense"}
+    assert result["dense"][0].chunk.doc_id == "udhr-art-5"
+    scores = [h.score for h in result["dense"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+async def test_lexical_leg_uses_stemming(tier: Tier, embedder: SentenceTransformerEmbedder) -> None:
+    result = await tier.search(query(embedder, "asylums from persecutions", legs=("lexical",)))
+    assert set(result) == {"lexical"}
+    assert result["lexical"][0].chunk.doc_id == "udhr-art-14"
+
+
+async def test_hybrid_returns_both_legs(tier: Tier, embedder: SentenceTransformerEmbedder) -> None:
+    result = await tier.search(query(embedder, "right to education"))
+    assert set(result) == {"dense", "lexical"}
+    assert result["dense"][0].chunk.doc_id == "udhr-art-26"
+    assert result["lexical"][0].chunk.doc_id == "udhr-art-26"
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        ({"year": Range(gte=2020)}, lambda c: (c.year or 0) >= 2020),
+        ({"year": Range(lt=2000)}, lambda c: c.year is not None and c.year < 2000),
+        ({"date": Range(gte=dt.date(2026, 1, 1), lte=dt.date(2026, 12, 31))}, lambda c: c.year == 2026),
+        ({"keywords": {"tags": ("release",)}}, lambda c: "release" in c.tags),
+        ({"keywords": {"doc_id": ("udhr-art-3", "udhr-art-9")}}, lambda c: c.doc_id in ("udhr-art-3", "udhr-art-9")),
+        ({"keywords": {"article": ("17",)}}, lambda c: c.metadata.get("article") == 17),
+        ({"keywords": {"law": ("UDHR",), "article": ("1", "2")}}, lambda c: c.metadata.get("article") in (1, 2)),
+    ],
+)
+async def test_filters_apply_to_both_legs_before_top_k(
+    tier: Tier,
+    embedder: SentenceTransformerEmbedder,
+    embedded_sample: list[EmbeddedChunk],
+    filters: dict[str, object],
+    expected: Callable[[Chunk], bool],
+) -> None:
+    allowed = {e.chunk.chunk_id for e in embedded_sample if expected(e.chunk)}
+    assert allowed, "the case must select something"
+    # A query that matches the filtered-out documents best: post-filtering would return nothing.
+    result = await tier.search(query(embedder, "everyone has the right freedom", k=len(allowed), **filters))
+    for leg in ("dense", "lexical"):
+        found = {h.chunk.chunk_id for h in result[leg]}
+        assert found <= allowed
+    assert {h.chunk.chunk_id for h in result["dense"]} == allowed
+
+
+async def test_tenants_are_isolated(tier: Tier, embedder: SentenceTransformerEmbedder) -> None:
+    result = await tier.search(query(embedder, "education", tenant="acme"))
+    assert result.get("dense", []) == [] and result.get("lexical", []) == []
+
+
+async def test_delete_and_fetch(tier: Tier, embedder: SentenceTransformerEmbedder) -> None:
+    before = await tier.fetch("default", ["udhr-art-26", "udhr-art-1"])
+    assert {c.doc_id for c in before} == {"udhr-art-26", "udhr-art-1"}
+    await tier.delete("default", [c.chunk_id for c in before if c.doc_id == "udhr-art-26"])
+    await tier.delete("default", ["no-such-chunk"])
+    assert {c.doc_id for c in await tier.fetch("default", ["udhr-art-26", "udhr-art-1"])} == {"udhr-art-1"}
+    result = await tier.search(query(embedder, "right to education elementary"))
+    assert all(h.chunk.doc_id != "udhr-art-26" for leg in result.values() for h in leg)
+
+
+async def test_reopen_after_close_keeps_everything(
+    make_tier: Factory, embedded_sample: list[EmbeddedChunk], embedder: SentenceTransformerEmbedder
+) -> None:
+    first = make_tier()
+    await first.ensure()
+    await first.upsert(embedded_sample)
+    await first.delete("default", ["udhr-art-1#0"])
+    await first.close()
+    second = make_tier()
+    await second.ensure()
+    assert await second.count() == len(embedded_sample) - 1
+    result = await second.search(query(embedder, "right to education"))
+    assert result["dense"][0].chunk.doc_id == "udhr-art-26"
+    await second.close()
+
+
+async def test_concurrent_readers(tier: Tier, embedder: SentenceTransformerEmbedder) -> None:
+    texts = ["slavery", "privacy of correspondence", "marriage consent", "freedom of assembly"] * 5
+    queries = [query(embedder, t, k=3) for t in texts]
+    results = await asyncio.gather(*(tier.search(q) for q in queries))
+    serial = [await tier.search(q) for q in queries[:4]]
+    for got, want in zip(results[:4], serial, strict=True):
+        assert [h.chunk.chunk_id for h in got["dense"]] == [h.chunk.chunk_id for h in want["dense"]]
+
+
+def _clustered(n: int, dim: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(64, dim))
+    x = centers[rng.integers(0, 64, n)] + 0.35 * rng.normal(size=(n, dim))
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+async def test_ann_recall_after_reopen(make_tier: Factory) -> None:
+    """With the approximate index built (HNSW / IVF), recall@10 against exact search ≥ 0.95."""
+    dim, n = 64, 4000
+    vectors = _clustered(n, dim, seed=1)
+    items = [
+        EmbeddedChunk(Chunk(f"v{i}#0", f"v{i}", 0, f"vector {i}", None, {}), vectors[i]) for i in range(n)
+    ]
+    first = make_tier(dim=dim, small_index=True)
+    await first.ensure()
+    for start in range(0, n, 1000):
+        await first.upsert(items[start : start + 1000])
+    await first.optimize()
+    await first.close()
+    tier = make_tier(dim=dim, small_index=True)
+    await tier.ensure()
+    probes = _clustered(50, dim, seed=2)
+    hits = total = 0
+    for probe in probes:
+        base = SearchQuery("", [], probe, Filters(), k=10, legs=("dense",))
+        approx = await tier.search(base)
+        exact = await tier.search(SearchQuery("", [], probe, Filters(), k=10, legs=("dense",), exact=True))
+        want = {h.chunk.chunk_id for h in exact["dense"]}
+        hits += len(want & {h.chunk.chunk_id for h in approx["dense"]})
+        total += len(want)
+    await tier.close()
+    assert hits / total >= 0.95
+
+
+async def test_congruence_exact_dense_top_k(
+    tmp_path: Path, embedded_sample: list[EmbeddedChunk], embedder: SentenceTransformerEmbedder
+) -> None:
+    """Same data, same exact search: every tier returns the same top-k, in the same order."""
+    tiers = [factory(tmp_path / name, 384) for name, factory in sorted(TIERS.items())]
+    rankings = []
+    for t in tiers:
+        await t.ensure()
+        await t.upsert(embedded_sample)
+    for text in ("fair trial", "work and pay", "religion"):
+        q = query(embedder, text, k=8, legs=("dense",))
+        exact = SearchQuery(q.text, q.terms, q.vector, q.filters, k=8, legs=("dense",), exact=True)
+        rankings.append([[h.chunk.chunk_id for h in (await t.search(exact))["dense"]] for t in tiers])
+    for t in tiers:
+        await t.close()
+    for per_tier in rankings:
+        assert all(r == per_tier[0] for r in per_tier)
