@@ -58,9 +58,7 @@ def resolve_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def token_batches(
-    lengths: Sequence[int], *, max_batch: int, max_tokens: int
-) -> Iterator[list[int]]:
+def token_batches(lengths: Sequence[int], *, max_batch: int, max_tokens: int) -> Iterator[list[int]]:
     """Indices grouped into length-sorted batches; each batch's padded size ≤ ``max_tokens``."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)
     batch: list[int] = []
@@ -95,7 +93,7 @@ class SentenceTransformerEmbedder:
         if self.device.startswith("cuda"):
             self._model.half()
         self._tokenizer = self._model.tokenizer
-        self._max_len = int(self._model.max_seq_length)
+        self._max_len = int(self._model.max_seq_length or 512)
         self._max_batch = max_batch
         self._max_batch_tokens = max_batch_tokens
         dim = self._model.get_embedding_dimension()

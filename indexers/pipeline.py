@@ -54,9 +54,7 @@ class IngestReport:
         return self.chunks_written / self.seconds if self.seconds > 0 else 0.0
 
 
-def place(
-    doc: Document, placement: Placement | Placer, hot_window_days: int, today: dt.date
-) -> TierName:
+def place(doc: Document, placement: Placement | Placer, hot_window_days: int, today: dt.date) -> TierName:
     """Hot when dated inside the window or undated; cold when older; or as forced."""
     if callable(placement):
         return placement(doc)
@@ -116,11 +114,16 @@ class Pipeline:
         self, batch: Sequence[Document | LoadFailure], placement: Placement | Placer, report: IngestReport
     ) -> None:
         docs = _last_version_only([d for d in batch if isinstance(d, Document)])
-        report.results.extend(DocResult(f.source, "failed", error=f.reason) for f in batch if isinstance(f, LoadFailure))
+        report.results.extend(
+            DocResult(f.source, "failed", error=f.reason) for f in batch if isinstance(f, LoadFailure)
+        )
         if not docs:
             return
         today = self._today()
-        planned = [(doc, place(doc, placement, self._hot_window_days, today), self._chunker.chunk(doc)) for doc in docs]
+        planned = [
+            (doc, place(doc, placement, self._hot_window_days, today), self._chunker.chunk(doc))
+            for doc in docs
+        ]
         existing = await self._existing(docs)
         to_embed: list[tuple[TierName, Chunk]] = []
         stale: list[tuple[TierName, str, str]] = []
@@ -140,7 +143,9 @@ class Pipeline:
         report.chunks_embedded += len(to_embed)
         report.chunks_written += len(to_embed)
 
-    async def _existing(self, docs: Sequence[Document]) -> dict[tuple[str, str], dict[tuple[TierName, str], str]]:
+    async def _existing(
+        self, docs: Sequence[Document]
+    ) -> dict[tuple[str, str], dict[tuple[TierName, str], str]]:
         """(tenant, doc id) → {(tier, chunk id): content hash} over every tier."""
         out: dict[tuple[str, str], dict[tuple[TierName, str], str]] = {}
         by_tenant: dict[str, list[str]] = {}

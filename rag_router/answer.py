@@ -10,7 +10,8 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -129,21 +130,23 @@ class Searcher:
         self._metrics.observe_search(route.tiers, timings, retrieved.unavailable)
         log.info(
             "search request_id=%s route=%s tiers=%s hits=%d unavailable=%s total_ms=%.1f",
-            params.request_id, params.route, ",".join(route.tiers), len(hits),
-            ",".join(retrieved.unavailable) or "-", timings["total"],
+            params.request_id,
+            params.route,
+            ",".join(route.tiers),
+            len(hits),
+            ",".join(retrieved.unavailable) or "-",
+            timings["total"],
         )
         return SearchOutcome(hits, route, timings, retrieved.unavailable, params.request_id)
 
 
-class _timer:
-    def __init__(self, timings: dict[str, float], name: str) -> None:
-        self._timings, self._name = timings, name
-
-    def __enter__(self) -> None:
-        self._started = time.perf_counter()
-
-    def __exit__(self, *exc: object) -> None:
-        self._timings[self._name] = (time.perf_counter() - self._started) * 1000
+@contextmanager
+def _timer(timings: dict[str, float], name: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[name] = (time.perf_counter() - started) * 1000
 
 
 def hits_by_doc(hits: Sequence[Hit]) -> list[str]:

@@ -21,7 +21,7 @@ from rich.table import Table
 from indexers.documents import LEGS, Document, Leg, TierName
 from indexers.load import load_paths
 from indexers.pipeline import IngestReport, Placement
-from rag_router.answer import RouteName, SearchParams
+from rag_router.answer import SearchParams
 from rag_router.evaluate import load_dataset, run_queries
 from rag_router.services import Services, build_services
 from rag_router.settings import Settings, get_settings
@@ -60,7 +60,9 @@ def serve(
 
     settings = get_settings()
     _setup_logging(settings)
-    uvicorn.run(create_app(settings), host=host or settings.host, port=port or settings.port, log_level="info")
+    uvicorn.run(
+        create_app(settings), host=host or settings.host, port=port or settings.port, log_level="info"
+    )
 
 
 @app.command()
@@ -68,7 +70,9 @@ def ingest(
     paths: Annotated[list[Path], typer.Argument(help="files or folders", exists=True)],
     tier: Annotated[str, typer.Option(help="auto | hot | cold")] = "auto",
     tenant: Annotated[str, typer.Option(help="tenant the documents belong to")] = "default",
-    if_empty: Annotated[bool, typer.Option("--if-empty", help="skip when the tiers already hold data")] = False,
+    if_empty: Annotated[
+        bool, typer.Option("--if-empty", help="skip when the tiers already hold data")
+    ] = False,
 ) -> None:
     """Batch-ingest files (BEIR corpus.jsonl[.gz], .jsonl, .txt, .md) with a progress bar."""
     if tier not in ("auto", "hot", "cold"):
@@ -78,9 +82,12 @@ def ingest(
     asyncio.run(_ingest(settings, paths, tier, tenant, if_empty))  # type: ignore[arg-type]
 
 
-async def _ingest(settings: Settings, paths: list[Path], tier: Placement, tenant: str, if_empty: bool) -> None:
+async def _ingest(
+    settings: Settings, paths: list[Path], tier: Placement, tenant: str, if_empty: bool
+) -> None:
     async with _services(settings) as services:
-        if if_empty and sum([await t.count() for t in services.tiers.values()]):
+        counts = [await t.count() for t in services.tiers.values()]
+        if if_empty and any(counts):
             console.print("[dim]tiers already hold data; nothing ingested[/dim]")
             return
         report = await _ingest_with_progress(services, load_paths(paths, tenant), tier)
@@ -88,8 +95,13 @@ async def _ingest(settings: Settings, paths: list[Path], tier: Placement, tenant
 
 
 async def _ingest_with_progress(services: Services, docs: Any, placement: Any) -> IngestReport:
-    columns = (TextColumn("ingesting"), BarColumn(), TextColumn("{task.completed} docs"),
-               TextColumn("{task.fields[rate]:.1f} chunks/s"), TimeElapsedColumn())
+    columns = (
+        TextColumn("ingesting"),
+        BarColumn(),
+        TextColumn("{task.completed} docs"),
+        TextColumn("{task.fields[rate]:.1f} chunks/s"),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("ingest", total=None, rate=0.0)
 
@@ -163,7 +175,9 @@ def evaluate(
     route: Annotated[str, typer.Option(help="auto | hot | cold | both")] = "both",
     split: Annotated[str, typer.Option(help="qrels split")] = "test",
     legs: Annotated[str, typer.Option(help="bm25 | dense | hybrid")] = "hybrid",
-    data_dir: Annotated[Path | None, typer.Option(help="index location to reuse (default: temporary)")] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="index location to reuse (default: temporary)")
+    ] = None,
     tier: Annotated[str, typer.Option(help="where the corpus goes: auto | hot | cold")] = "auto",
     tier_split: Annotated[float | None, typer.Option(min=0.0, max=1.0, help="share placed hot")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
@@ -175,7 +189,9 @@ def evaluate(
     settings = get_settings(data_dir=data_dir or temp)
     _setup_logging(settings)
     try:
-        report = asyncio.run(_eval(settings, dataset_dir, route, split, _LEGS[legs], _placer(tier, tier_split)))
+        report = asyncio.run(
+            _eval(settings, dataset_dir, route, split, _LEGS[legs], _placer(tier, tier_split))
+        )
     finally:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
@@ -183,7 +199,15 @@ def evaluate(
         typer.echo(json.dumps(report, indent=2))
         return
     table = Table(title=f"{dataset_dir.name} · route {route} · legs {legs}")
-    for key in ("ndcg@10", "recall@100", "mrr@10", "success@1", "latency_ms_p50", "latency_ms_p99", "queries"):
+    for key in (
+        "ndcg@10",
+        "recall@100",
+        "mrr@10",
+        "success@1",
+        "latency_ms_p50",
+        "latency_ms_p99",
+        "queries",
+    ):
         table.add_row(key, f"{report[key]:.4f}" if isinstance(report[key], float) else str(report[key]))
     Console().print(table)
 
@@ -195,6 +219,9 @@ async def _eval(
     async with _services(settings) as services:
         ingest_report = await _ingest_with_progress(services, dataset.corpus(), placement)
         report = await run_queries(services.searcher, dataset, route=route, legs=legs)  # type: ignore[arg-type]
-    report["ingest"] = {"documents": len(ingest_report.results), "chunks_embedded": ingest_report.chunks_embedded,
-                        "unchanged": ingest_report.count("unchanged")}
+    report["ingest"] = {
+        "documents": len(ingest_report.results),
+        "chunks_embedded": ingest_report.chunks_embedded,
+        "unchanged": ingest_report.count("unchanged"),
+    }
     return report

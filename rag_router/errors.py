@@ -1,11 +1,11 @@
 """One exception tree for the service; no HTTP in it (``api/errors.py`` maps it to statuses).
 
-    RagError
-    ├── InvalidRequest          the caller's input is wrong (validation, unknown filter field)
-    ├── NotFound                no such document / job
-    ├── PayloadTooLarge         body or batch over the configured bound
-    ├── Unauthorized            missing or unknown API key
-    └── BackendUnavailable      no retrieval backend could answer (retry later)
+RagError
+├── InvalidRequest          the caller's input is wrong (validation, unknown filter field)
+├── NotFound                no such document / job
+├── PayloadTooLarge         body or batch over the configured bound
+├── Unauthorized            missing or unknown API key
+└── BackendUnavailable      no retrieval backend could answer (retry later)
 """
 
 from __future__ import annotations

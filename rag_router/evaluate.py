@@ -21,7 +21,7 @@ import pytrec_eval
 
 from indexers.documents import LEGS, Document, Leg
 from indexers.load import load_jsonl
-from rag_router.answer import RouteName, SearchParams, Searcher, hits_by_doc
+from rag_router.answer import RouteName, Searcher, SearchParams, hits_by_doc
 
 Qrels = dict[str, dict[str, int]]
 
@@ -86,7 +86,9 @@ async def run_queries(
     latencies: list[float] = []
     for qid, text in dataset.queries.items():
         started = time.perf_counter()
-        outcome = await searcher.search(SearchParams(query=text, top_k=300, route=route, legs=legs, depth=300))
+        outcome = await searcher.search(
+            SearchParams(query=text, top_k=300, route=route, legs=legs, depth=300)
+        )
         latencies.append((time.perf_counter() - started) * 1000)
         run[qid] = hits_by_doc(outcome.hits)[:100]
     report: dict[str, Any] = score(run, dataset.qrels)

@@ -13,16 +13,30 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
-            "rag_http_requests", "HTTP requests by route and status", ["route", "status"], registry=self.registry
+            "rag_http_requests",
+            "HTTP requests by route and status",
+            ["route", "status"],
+            registry=self.registry,
         )
         self.request_seconds = Histogram(
-            "rag_http_request_seconds", "HTTP request latency", ["route"], buckets=_BUCKETS, registry=self.registry
+            "rag_http_request_seconds",
+            "HTTP request latency",
+            ["route"],
+            buckets=_BUCKETS,
+            registry=self.registry,
         )
         self.stage_seconds = Histogram(
-            "rag_stage_seconds", "latency of each query stage", ["stage"], buckets=_BUCKETS, registry=self.registry
+            "rag_stage_seconds",
+            "latency of each query stage",
+            ["stage"],
+            buckets=_BUCKETS,
+            registry=self.registry,
         )
         self.route_decisions = Counter(
-            "rag_route_decisions", "queries by the tiers they were routed to", ["tiers"], registry=self.registry
+            "rag_route_decisions",
+            "queries by the tiers they were routed to",
+            ["tiers"],
+            registry=self.registry,
         )
         self.tier_failures = Counter(
             "rag_tier_failures", "searches a tier failed to answer", ["tier"], registry=self.registry

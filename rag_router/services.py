@@ -56,7 +56,9 @@ def build_tiers(settings: Settings, dim: int, analyzer: Analyzer) -> dict[TierNa
         indexing_threshold_kb=settings.qdrant.indexing_threshold_kb,
         hnsw_ef=settings.qdrant.hnsw_ef,
     )
-    cold = LocalColdTier(data / "cold", dim=dim, analyzer=analyzer, ivf_threshold=settings.elastic.ivf_threshold)
+    cold = LocalColdTier(
+        data / "cold", dim=dim, analyzer=analyzer, ivf_threshold=settings.elastic.ivf_threshold
+    )
     return {"hot": hot, "cold": cold}
 
 

@@ -18,7 +18,9 @@ class QdrantSettings(BaseModel):
     api_key: SecretStr | None = None
     hnsw_ef: int = Field(128, ge=8, description="HNSW search breadth of the embedded hot tier")
     indexing_threshold_kb: int | None = Field(
-        None, ge=0, description="segment size (KB) above which Qdrant Edge builds HNSW; None = Qdrant's default"
+        None,
+        ge=0,
+        description="segment size (KB) above which Qdrant Edge builds HNSW; None = Qdrant's default",
     )
 
 
@@ -71,13 +73,13 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024)
     max_documents_per_request: int = Field(256, ge=1)
 
-    qdrant: QdrantSettings = QdrantSettings()
-    elastic: ElasticSettings = ElasticSettings()
-    llm: LLMSettings = LLMSettings()
-    embedding: EmbeddingSettings = EmbeddingSettings()
-    chunk: ChunkSettings = ChunkSettings()
-    tiers: TierSettings = TierSettings()
-    retrieval: RetrievalSettings = RetrievalSettings()
+    qdrant: QdrantSettings = Field(default_factory=QdrantSettings)
+    elastic: ElasticSettings = Field(default_factory=ElasticSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    chunk: ChunkSettings = Field(default_factory=ChunkSettings)
+    tiers: TierSettings = Field(default_factory=TierSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
 
 
 def get_settings(**overrides: object) -> Settings:

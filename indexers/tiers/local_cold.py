@@ -137,7 +137,8 @@ class _Store:
 
 def _where(filters: Filters) -> tuple[str, list[Any]]:
     """Filters → an SQL condition on ``chunks`` (the FAISS ID selector's source)."""
-    sql, args = ["tenant = ?"], [filters.tenant]
+    sql: list[str] = ["tenant = ?"]
+    args: list[Any] = [filters.tenant]
     for column, r, bounds in (
         ("year", filters.year, _int_bounds),
         ("day", filters.date, _day_bounds),
@@ -210,7 +211,9 @@ class _Lexical:
         if not hits:
             return []
         seqs = searcher.fast_field_values("seq", [addr for _, addr in hits])
-        return [(int(seq), float(score)) for (score, _), seq in zip(hits, seqs, strict=True) if seq is not None]
+        return [
+            (int(seq), float(score)) for (score, _), seq in zip(hits, seqs, strict=True) if seq is not None
+        ]
 
     def _conditions(self, filters: Filters) -> Iterator[tantivy.Query]:
         schema = self.schema
@@ -290,16 +293,23 @@ class _Vectors:
         with self.lock:
             if self.index.ntotal == 0 or (allowed is not None and len(allowed) == 0):
                 return []
-            params = self._params(allowed, exact)
+            # The selector must outlive the search: params only hold a raw pointer to it.
+            selector = faiss.IDSelectorBatch(allowed) if allowed is not None else None
+            params = self._params(selector, exact)
             scores, ids = self.index.search(vector.reshape(1, -1), k, params=params)
         return [(int(i), float(s)) for s, i in zip(scores[0], ids[0], strict=True) if i >= 0]
 
-    def _params(self, allowed: np.ndarray[Any, Any] | None, exact: bool) -> Any:
-        selector = faiss.IDSelectorBatch(allowed) if allowed is not None else None
+    def _params(self, selector: Any, exact: bool) -> Any:
         if isinstance(self.index, faiss.IndexIDMap2):
-            return faiss.SearchParameters(sel=selector) if selector is not None else None
-        nprobe = self.index.nlist if exact else self.index.nprobe
-        return faiss.SearchParametersIVF(sel=selector, nprobe=nprobe)
+            if selector is None:
+                return None
+            params = faiss.SearchParameters()
+        else:
+            params = faiss.SearchParametersIVF()
+            params.nprobe = self.index.nlist if exact else self.index.nprobe
+        if selector is not None:
+            params.sel = selector
+        return params
 
     def save(self, version: int) -> None:
         with self.lock:
@@ -321,9 +331,7 @@ def _write_atomic(path: Path, text: str) -> None:
 class LocalColdTier:
     """The embedded cold tier: SQLite + tantivy + FAISS in ``path``."""
 
-    def __init__(
-        self, path: Path, *, dim: int, analyzer: Analyzer, ivf_threshold: int = 200_000
-    ) -> None:
+    def __init__(self, path: Path, *, dim: int, analyzer: Analyzer, ivf_threshold: int = 200_000) -> None:
         self._path = path
         self._dim = dim
         self._analyzer = analyzer
@@ -358,11 +366,9 @@ class LocalColdTier:
         if vectors.wants_rebuild(n):
             faiss_mark = -1
         if faiss_mark < 0 or (faiss_mark == 0 and n):
-            seqs, vecs = self._all_vectors(conn)
-            vectors.build(seqs, vecs)
+            vectors.build(*self._all_vectors(conn))
         elif faiss_mark < version:
-            seqs, vecs, deleted = self._changes_vectors(conn, faiss_mark)
-            vectors.apply(seqs, vecs, deleted)
+            vectors.apply(*self._changes_vectors(conn, faiss_mark))
         vectors.save(version)
         lex_mark = lexical.watermark()
         if lex_mark < version:
@@ -373,7 +379,9 @@ class LocalColdTier:
                 (lex_mark,),
             ).fetchall()
             rows = [(*r[:5], json.loads(r[5])) for r in rows]
-            deleted = [r[0] for r in conn.execute("SELECT seq FROM tombstones WHERE version > ?", (lex_mark,))]
+            deleted = [
+                r[0] for r in conn.execute("SELECT seq FROM tombstones WHERE version > ?", (lex_mark,))
+            ]
             lexical.apply(rows, deleted, version)
             log.info("cold tier: tantivy caught up %d changes, %d deletions", len(rows), len(deleted))
 
@@ -383,9 +391,7 @@ class LocalColdTier:
         vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, self._dim)
         return seqs, vecs
 
-    def _changes_vectors(
-        self, conn: sqlite3.Connection, since: int
-    ) -> tuple[list[int], Vector, list[int]]:
+    def _changes_vectors(self, conn: sqlite3.Connection, since: int) -> tuple[list[int], Vector, list[int]]:
         rows = conn.execute("SELECT seq, vector FROM chunks WHERE version > ?", (since,)).fetchall()
         vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, self._dim)
         deleted = [r[0] for r in conn.execute("SELECT seq FROM tombstones WHERE version > ?", (since,))]
@@ -421,8 +427,21 @@ class LocalColdTier:
             "text=excluded.text, title=excluded.title, metadata=excluded.metadata, "
             "content_hash=excluded.content_hash, year=excluded.year, day=excluded.day, "
             "terms=excluded.terms, vector=excluded.vector, version=excluded.version RETURNING seq",
-            (c.tenant, c.chunk_id, c.doc_id, c.n, c.text, c.title, json.dumps(dict(c.metadata)),
-             c.content_hash, c.year, day, terms, vector, version),
+            (
+                c.tenant,
+                c.chunk_id,
+                c.doc_id,
+                c.n,
+                c.text,
+                c.title,
+                json.dumps(dict(c.metadata)),
+                c.content_hash,
+                c.year,
+                day,
+                terms,
+                vector,
+                version,
+            ),
         ).fetchone()
         kws = c.keywords()
         conn.execute("DELETE FROM chunk_kw WHERE seq = ?", (seq,))
@@ -440,10 +459,13 @@ class LocalColdTier:
             with store.transaction() as conn:
                 version = store.next_version(conn)
                 marks = ",".join("?" * len(chunk_ids))
-                seqs = [r[0] for r in conn.execute(
-                    f"DELETE FROM chunks WHERE tenant = ? AND chunk_id IN ({marks}) RETURNING seq",
-                    (tenant, *chunk_ids),
-                )]
+                seqs = [
+                    r[0]
+                    for r in conn.execute(
+                        f"DELETE FROM chunks WHERE tenant = ? AND chunk_id IN ({marks}) RETURNING seq",
+                        (tenant, *chunk_ids),
+                    )
+                ]
                 conn.executemany("DELETE FROM chunk_kw WHERE seq = ?", [(s,) for s in seqs])
                 conn.executemany(
                     "INSERT OR REPLACE INTO tombstones (seq, version) VALUES (?, ?)",

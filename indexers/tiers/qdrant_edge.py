@@ -105,9 +105,7 @@ class QdrantEdgeTier:
 
     def _point(self, item: EmbeddedChunk) -> qe.Point:
         chunk = item.chunk
-        indices, values = bm25_document_vector(
-            self._analyzer.terms(chunk.embed_text), avg_len=self._avg_len
-        )
+        indices, values = bm25_document_vector(self._analyzer.terms(chunk.embed_text), avg_len=self._avg_len)
         payload: dict[str, Any] = {
             "tenant": chunk.tenant,
             "chunk_id": chunk.chunk_id,
@@ -194,16 +192,18 @@ class QdrantEdgeTier:
                 qe.FieldCondition(key="doc_id", match=qe.MatchAny(list(doc_ids))),
             ]
         )
-        out: list[StoredChunk] = []
+        payloads: list[dict[str, Any]] = []
         offset: qe.PointId | None = None
         shard = self._open()
         while True:
             records, offset = shard.scroll(
                 qe.ScrollRequest(offset=offset, limit=512, filter=qfilter, with_payload=True)
             )
-            out.extend(_stored(r.payload or {}) for r in records)
+            payloads.extend(r.payload or {} for r in records)
             if offset is None:
-                return out
+                break
+        payloads.sort(key=lambda p: (p.get("doc_id", ""), p.get("n", 0)))  # document order, as SQLite gives
+        return [_stored(p) for p in payloads]
 
     async def fetch(self, tenant: str, doc_ids: Sequence[str]) -> list[StoredChunk]:
         if not doc_ids:
@@ -287,5 +287,3 @@ def _date_range(r: Range) -> qe.RangeDateTime:
         return _iso(day) if day is not None else None
 
     return qe.RangeDateTime(gte=iso(r.gte), lte=iso(r.lte), gt=iso(r.gt), lt=iso(r.lt))
-
-

@@ -42,14 +42,19 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> FastA
     app.include_router(routes.router)
 
     @app.middleware("http")
-    async def request_context(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    async def request_context(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
         request.state.request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
         started = time.perf_counter()
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > settings.max_body_bytes):
             response: Response = errors.envelope(
-                request, 413, "payload_too_large",
-                f"request body over {settings.max_body_bytes} bytes", "client_error",
+                request,
+                413,
+                "payload_too_large",
+                f"request body over {settings.max_body_bytes} bytes",
+                "client_error",
             )
         else:
             response = await call_next(request)

@@ -1,6 +1,6 @@
 """The one status table and the one envelope: every non-2xx body is
 
-    {"error": {"code": str, "message": str, "type": str, "request_id": str}}
+{"error": {"code": str, "message": str, "type": str, "request_id": str}}
 """
 
 from __future__ import annotations

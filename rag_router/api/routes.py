@@ -64,7 +64,10 @@ async def readyz(svc: Svc) -> JSONResponse:
     backends: dict[str, dict[str, Any]] = {}
     for name, tier in svc.tiers.items():
         backends[name] = {"ok": await tier.ping(), "engine": tier.engine}
-    backends["llm"] = {"ok": True, "engine": "extractive" if not svc.settings.llm.base_url else "openai-compatible"}
+    backends["llm"] = {
+        "ok": True,
+        "engine": "extractive" if not svc.settings.llm.base_url else "openai-compatible",
+    }
     backends["embedder"] = {"ok": True, "engine": svc.embedder.model_name}
     ready = all(b["ok"] for b in backends.values())
     body = {"status": "ready" if ready else "unavailable", "backends": backends}
@@ -93,7 +96,9 @@ async def search(body: SearchRequest, request: Request, svc: Svc, tenant: Tenant
 async def add_documents(body: DocumentsRequest, svc: Svc, tenant: Tenant) -> DocumentsResponse:
     limit = svc.settings.max_documents_per_request
     if len(body.documents) > limit:
-        raise PayloadTooLarge(f"{len(body.documents)} documents in one request; at most {limit} (use /v1/ingest/jobs)")
+        raise PayloadTooLarge(
+            f"{len(body.documents)} documents in one request; at most {limit} (use /v1/ingest/jobs)"
+        )
     docs = [
         Document(
             id=d.id or content_hash(d.title or "", d.text),
@@ -109,8 +114,10 @@ async def add_documents(body: DocumentsRequest, svc: Svc, tenant: Tenant) -> Doc
     for r in report.results:
         svc.metrics.ingested.labels(status=r.status).inc()
     return DocumentsResponse(
-        results=[DocumentResult(id=r.id, status=r.status, chunks=r.chunks, tier=r.tier, error=r.error)
-                 for r in report.results]
+        results=[
+            DocumentResult(id=r.id, status=r.status, chunks=r.chunks, tier=r.tier, error=r.error)
+            for r in report.results
+        ]
     )
 
 

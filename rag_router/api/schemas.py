@@ -19,7 +19,10 @@ class SearchRequest(Strict):
     route: Literal["auto", "hot", "cold", "both"] = Field("auto", description="tiers to search")
     filters: dict[str, Any] | None = Field(
         None,
-        description='e.g. {"year": {"gte": 2019}, "date": {"gte": "2020-01-01"}, "tags": ["a"], "doc_id": ["x"]}',
+        description=(
+            'e.g. {"year": {"gte": 2019}, "date": {"gte": "2020-01-01"}, "tags": ["a"], "doc_id": ["x"]}; '
+            "metadata keys: article, section, chapter, law, source, lang, kind, unit, author"
+        ),
     )
     legs: list[Literal["dense", "lexical"]] | None = Field(
         None, min_length=1, description="restrict retrieval to these legs (default: both)"
@@ -93,7 +96,9 @@ class DocumentIn(Strict):
     id: str | None = Field(None, min_length=1, max_length=512, description="defaults to a content hash")
     text: str = Field(..., description="the document's text")
     title: str | None = Field(None, max_length=2048)
-    metadata: dict[str, Any] = Field(default_factory=dict, description='e.g. {"date": "2024-05-01", "tags": ["x"]}')
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description='e.g. {"date": "2024-05-01", "tags": ["x"]}'
+    )
 
     @field_validator("text")
     @classmethod

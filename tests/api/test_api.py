@@ -24,7 +24,9 @@ def _doc_json(doc: Document) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def client(
-    tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder, sample_docs: list[Document]
+    tmp_path_factory: pytest.TempPathFactory,
+    embedder: SentenceTransformerEmbedder,
+    sample_docs: list[Document],
 ) -> Iterator[TestClient]:
     settings = Settings(data_dir=tmp_path_factory.mktemp("api"), max_body_bytes=64 * 1024)
     with TestClient(create_app(settings, embedder=embedder)) as c:
@@ -81,7 +83,9 @@ def test_filters_are_applied_and_echoed(client: TestClient) -> None:
     r = client.post("/v1/search", json=body).json()
     assert {h["doc_id"] for h in r["hits"]} == {"udhr-art-3", "udhr-art-9"}
     assert r["route"]["filters"] == {"article": ["3", "9"], "year": {"gte": 1900, "lte": 1950}}
-    dated = client.post("/v1/search", json={"query": "rights", "filters": {"date": {"gte": "2026-01-01"}}}).json()
+    dated = client.post(
+        "/v1/search", json={"query": "rights", "filters": {"date": {"gte": "2026-01-01"}}}
+    ).json()
     assert dated["hits"] and all(h["metadata"]["date"] >= "2026-01-01" for h in dated["hits"])
 
 
@@ -106,7 +110,9 @@ def test_legs_can_be_restricted(client: TestClient) -> None:
         ({"query": "x", "filters": {"tags": []}}, 422, "tags"),
     ],
 )
-def test_bad_search_input_is_a_clear_4xx(client: TestClient, body: dict[str, Any], status: int, mentions: str) -> None:
+def test_bad_search_input_is_a_clear_4xx(
+    client: TestClient, body: dict[str, Any], status: int, mentions: str
+) -> None:
     assert_envelope(client.post("/v1/search", json=body), status, mentions)
 
 
@@ -114,7 +120,9 @@ def test_invalid_json_and_oversized_body(client: TestClient) -> None:
     r = client.post("/v1/search", content=b'{"query": ', headers={"content-type": "application/json"})
     assert_envelope(r, 422, "json")
     huge = json.dumps({"query": "x" * 70_000})
-    assert_envelope(client.post("/v1/search", content=huge, headers={"content-type": "application/json"}), 413, "bytes")
+    assert_envelope(
+        client.post("/v1/search", content=huge, headers={"content-type": "application/json"}), 413, "bytes"
+    )
 
 
 def test_bad_documents_change_nothing(client: TestClient) -> None:
@@ -131,8 +139,12 @@ def test_bad_documents_change_nothing(client: TestClient) -> None:
 
 
 def test_document_lifecycle(client: TestClient) -> None:
-    doc = {"id": "memo-1", "text": "The quarterly compliance memo covers encryption at rest.", "title": "Memo",
-           "metadata": {"date": "2026-11-01", "tags": ["memo"]}}
+    doc = {
+        "id": "memo-1",
+        "text": "The quarterly compliance memo covers encryption at rest.",
+        "title": "Memo",
+        "metadata": {"date": "2026-11-01", "tags": ["memo"]},
+    }
     first = client.post("/v1/documents", json={"documents": [doc]}).json()["results"][0]
     assert first == {"id": "memo-1", "status": "created", "chunks": 1, "tier": "hot", "error": None}
     again = client.post("/v1/documents", json={"documents": [doc]}).json()["results"][0]
@@ -163,6 +175,8 @@ def test_api_keys_and_tenants(tmp_path: Path, embedder: SentenceTransformerEmbed
         doc = {"documents": [{"id": "a1", "text": "Acme's private pricing sheet."}]}
         assert c.post("/v1/documents", json=doc, headers=acme).status_code == 200
         own = c.post("/v1/search", json={"query": "pricing sheet"}, headers=acme).json()["hits"]
-        other = c.post("/v1/search", json={"query": "pricing sheet"}, headers={"Authorization": "Bearer k-default"})
+        other = c.post(
+            "/v1/search", json={"query": "pricing sheet"}, headers={"Authorization": "Bearer k-default"}
+        )
         assert [h["doc_id"] for h in own] == ["a1"]
         assert other.json()["hits"] == []

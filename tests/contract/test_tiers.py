@@ -27,11 +27,15 @@ Factory = Callable[..., Tier]
 
 
 def qdrant_edge(path: Path, dim: int, **kw: object) -> Tier:
-    return QdrantEdgeTier(path, dim=dim, analyzer=ANALYZER, indexing_threshold_kb=kw.get("small_index") and 64)  # type: ignore[arg-type]
+    return QdrantEdgeTier(
+        path, dim=dim, analyzer=ANALYZER, indexing_threshold_kb=kw.get("small_index") and 64
+    )  # type: ignore[arg-type]
 
 
 def local_cold(path: Path, dim: int, **kw: object) -> Tier:
-    return LocalColdTier(path, dim=dim, analyzer=ANALYZER, ivf_threshold=1000 if kw.get("small_index") else 200_000)
+    return LocalColdTier(
+        path, dim=dim, analyzer=ANALYZER, ivf_threshold=1000 if kw.get("small_index") else 200_000
+    )
 
 
 TIERS = {"qdrant-edge": qdrant_edge, "local-cold": local_cold}
@@ -44,7 +48,9 @@ def make_tier(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., T
 
 
 @pytest.fixture(scope="module")
-def embedded_sample(embedder: SentenceTransformerEmbedder, sample_docs: list[Document]) -> list[EmbeddedChunk]:
+def embedded_sample(
+    embedder: SentenceTransformerEmbedder, sample_docs: list[Document]
+) -> list[EmbeddedChunk]:
     chunker = Chunker(embedder.count_tokens, max_tokens=120)
     chunks = [c for d in sample_docs for c in chunker.chunk(d)]
     vectors = embedder.embed([c.embed_text for c in chunks])
@@ -60,7 +66,9 @@ async def tier(make_tier: Factory, embedded_sample: list[EmbeddedChunk]) -> Asyn
     await t.close()
 
 
-def query(embedder: SentenceTransformerEmbedder, text: str, *, k: int = 5, legs=("dense", "lexical"), **filters) -> SearchQuery:  # type: ignore[no-untyped-def]
+def query(
+    embedder: SentenceTransformerEmbedder, text: str, *, k: int = 5, legs=("dense", "lexical"), **filters
+) -> SearchQuery:  # type: ignore[no-untyped-def]
     return SearchQuery(
         text=text,
         terms=ANALYZER.query_terms(text),
@@ -106,9 +114,15 @@ async def test_hybrid_returns_both_legs(tier: Tier, embedder: SentenceTransforme
         ({"year": Range(lt=2000)}, lambda c: c.year is not None and c.year < 2000),
         ({"date": Range(gte=dt.date(2026, 1, 1), lte=dt.date(2026, 12, 31))}, lambda c: c.year == 2026),
         ({"keywords": {"tags": ("release",)}}, lambda c: "release" in c.tags),
-        ({"keywords": {"doc_id": ("udhr-art-3", "udhr-art-9")}}, lambda c: c.doc_id in ("udhr-art-3", "udhr-art-9")),
+        (
+            {"keywords": {"doc_id": ("udhr-art-3", "udhr-art-9")}},
+            lambda c: c.doc_id in ("udhr-art-3", "udhr-art-9"),
+        ),
         ({"keywords": {"article": ("17",)}}, lambda c: c.metadata.get("article") == 17),
-        ({"keywords": {"law": ("UDHR",), "article": ("1", "2")}}, lambda c: c.metadata.get("article") in (1, 2)),
+        (
+            {"keywords": {"law": ("UDHR",), "article": ("1", "2")}},
+            lambda c: c.metadata.get("article") in (1, 2),
+        ),
     ],
 )
 async def test_filters_apply_to_both_legs_before_top_k(

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from rag_router.evaluate import load_dataset, score
+
+
+def test_metrics_match_their_definitions() -> None:
+    qrels = {"q1": {"a": 1, "b": 1}, "q2": {"z": 2}}
+    run = {"q1": ["x", "a", "b"], "q2": ["z"]}
+    got = score(run, qrels)
+    idcg = 1 + 1 / math.log2(3)
+    ndcg_q1 = (1 / math.log2(3) + 1 / math.log2(4)) / idcg
+    assert got["ndcg@10"] == pytest.approx((ndcg_q1 + 1.0) / 2)
+    assert got["mrr@10"] == pytest.approx((1 / 2 + 1) / 2)
+    assert got["success@1"] == pytest.approx(0.5)
+    assert got["recall@100"] == pytest.approx(1.0)
+
+
+def test_mrr_is_cut_at_ten_and_missing_queries_score_zero() -> None:
+    qrels = {"q1": {"a": 1}, "q2": {"b": 1}}
+    run = {"q1": [f"x{i}" for i in range(10)] + ["a"]}
+    got = score(run, qrels)
+    assert got["mrr@10"] == 0.0 and got["recall@100"] == pytest.approx(0.5)
+
+
+def test_load_dataset_keeps_judged_queries_and_kinds(tmp_path: Path) -> None:
+    (tmp_path / "qrels").mkdir()
+    (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n", encoding="utf-8")
+    (tmp_path / "queries.jsonl").write_text(
+        json.dumps({"_id": "q1", "text": "one", "kind": "clause"})
+        + "\n"
+        + json.dumps({"_id": "q2", "text": "two"}),
+        encoding="utf-8",
+    )
+    (tmp_path / "corpus.jsonl").write_text(json.dumps({"_id": "d1", "text": "doc"}) + "\n", encoding="utf-8")
+    ds = load_dataset(tmp_path)
+    assert ds.queries == {"q1": "one"} and ds.kinds == {"q1": "clause"} and ds.qrels == {"q1": {"d1": 1}}
+    assert [d.id for d in ds.corpus()] == ["d1"]

@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from indexers.chunk import Chunker
+from indexers.documents import Document
+from indexers.lexical import Analyzer
+from indexers.load import LoadFailure
+from indexers.pipeline import Pipeline, place
+from indexers.tiers.base import Tier
+from indexers.tiers.local_cold import LocalColdTier
+from indexers.tiers.qdrant_edge import QdrantEdgeTier
+from tests.conftest import CountingEmbedder
+
+TODAY = dt.date(2026, 11, 30)
+
+
+@pytest.fixture
+async def tiers(tmp_path: Path) -> AsyncIterator[dict[str, Tier]]:
+    a = Analyzer()
+    made: dict[str, Tier] = {
+        "hot": QdrantEdgeTier(tmp_path / "hot", dim=384, analyzer=a),
+        "cold": LocalColdTier(tmp_path / "cold", dim=384, analyzer=a),
+    }
+    for t in made.values():
+        await t.ensure()
+    yield made
+    for t in made.values():
+        await t.close()
+
+
+def pipeline(embedder: CountingEmbedder, tiers: dict[str, Tier]) -> Pipeline:
+    chunker = Chunker(embedder.count_tokens, max_tokens=40, overlap_tokens=0)
+    return Pipeline(embedder=embedder, chunker=chunker, tiers=tiers, today=lambda: TODAY)  # type: ignore[arg-type]
+
+
+def long_text(topic: str, n: int) -> str:
+    return " ".join(f"This is sentence {i} about {topic} and its many consequences." for i in range(n))
+
+
+def test_placement_by_hot_window() -> None:
+    def doc(**meta: object) -> Document:
+        return Document("d", "t", metadata=meta)
+
+    assert place(doc(), "auto", 365, TODAY) == "hot"
+    assert place(doc(date="2026-01-02"), "auto", 365, TODAY) == "hot"
+    assert place(doc(date="2025-11-29"), "auto", 365, TODAY) == "cold"
+    assert place(doc(year=2019), "auto", 365, TODAY) == "cold"
+    assert place(doc(date="2001-01-01"), "hot", 365, TODAY) == "hot"
+
+
+async def test_reingest_embeds_nothing_and_a_change_reembeds_only_that_document(
+    counting_embedder: CountingEmbedder, tiers: dict[str, Tier]
+) -> None:
+    docs = [Document(f"d{i}", long_text(f"topic {i}", 12), metadata={"year": 2000 + i}) for i in range(4)]
+    p = pipeline(counting_embedder, tiers)
+    first = await p.ingest(docs)
+    assert first.count("created") == 4 and first.chunks_embedded == len(counting_embedder.embedded) > 4
+    counting_embedder.embedded.clear()
+    second = await p.ingest(docs)
+    assert second.count("unchanged") == 4 and counting_embedder.embedded == []
+
+    changed = Document("d2", long_text("topic 2", 12) + " One more sentence.", metadata={"year": 2002})
+    third = await p.ingest([*docs[:2], changed, docs[3]])
+    assert [r.status for r in third.results] == ["unchanged", "unchanged", "updated", "unchanged"]
+    assert counting_embedder.embedded and all(
+        "topic 2" in t or "One more" in t for t in counting_embedder.embedded
+    )
+    # only the last chunk changed; the unchanged chunks of d2 were not re-embedded
+    assert len(counting_embedder.embedded) == 1
+
+
+async def test_shrinking_or_moving_a_document_leaves_no_stale_chunk(
+    counting_embedder: CountingEmbedder, tiers: dict[str, Tier]
+) -> None:
+    p = pipeline(counting_embedder, tiers)
+    await p.ingest([Document("d", long_text("x", 30), metadata={"date": "2026-11-01"})])
+    n_before = await tiers["hot"].count()
+    assert n_before > 3 and await tiers["cold"].count() == 0
+    await p.ingest([Document("d", long_text("x", 5), metadata={"date": "2026-11-01"})])
+    stored = await tiers["hot"].fetch("default", ["d"])
+    assert 0 < len(stored) < n_before and [c.chunk_id for c in stored] == [
+        f"d#{i}" for i in range(len(stored))
+    ]
+    await p.ingest([Document("d", long_text("x", 5), metadata={"date": "2026-11-01"})], placement="cold")
+    assert await tiers["hot"].count() == 0 and await tiers["cold"].count() == len(stored)
+
+
+async def test_failures_pass_through_and_good_documents_land(
+    counting_embedder: CountingEmbedder, tiers: dict[str, Tier]
+) -> None:
+    report = await pipeline(counting_embedder, tiers).ingest(
+        [LoadFailure("bad.jsonl:3", "not JSON"), Document("ok", "fine text")]
+    )
+    assert [(r.id, r.status) for r in report.results] == [("bad.jsonl:3", "failed"), ("ok", "created")]
+    assert await tiers["hot"].count() == 1
