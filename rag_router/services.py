@@ -55,6 +55,8 @@ def build_tiers(settings: Settings, dim: int, analyzer: Analyzer) -> dict[TierNa
         analyzer=analyzer,
         indexing_threshold_kb=settings.qdrant.indexing_threshold_kb,
         hnsw_ef=settings.qdrant.hnsw_ef,
+        fresh_limit=settings.qdrant.fresh_limit,
+        compaction=settings.qdrant.compaction,
     )
     cold = LocalColdTier(
         data / "cold", dim=dim, analyzer=analyzer, ivf_threshold=settings.elastic.ivf_threshold

@@ -1,0 +1,265 @@
+"""One Qdrant Edge shard: its schema, points, filters, queries, export and offline build.
+
+``QdrantEdgeTier`` composes several of these (one fresh, some sealed); this module knows
+nothing of that. ``python -m indexers.tiers.edge_shard build SRC DEST CONFIG`` builds and
+optimizes a sealed shard from an export in a separate process, so that Qdrant Edge's
+GIL-holding ``optimize()`` never runs inside the serving process.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import qdrant_edge as qe
+
+from indexers.documents import EmbeddedChunk, Filters, LegHit, Range, SearchQuery, StoredChunk
+from indexers.lexical import Analyzer, bm25_document_vector, bm25_query_vector
+
+DENSE, SPARSE = "dense", "lexical"
+_POINT_NS = uuid.UUID("5b0c6a36-7c4e-4a55-9d55-2b7b8f3a7e10")
+_STORED_KEYS = ["chunk_id", "doc_id", "text", "title", "metadata", "content_hash"]
+_SCROLL = 512
+
+
+@dataclass(frozen=True, slots=True)
+class ShardConfig:
+    dim: int
+    indexing_threshold_kb: int | None = None
+
+    def edge(self) -> qe.EdgeConfig:
+        return qe.EdgeConfig(
+            vectors={DENSE: qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)},
+            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            optimizers=qe.EdgeOptimizersConfig(indexing_threshold=self.indexing_threshold_kb),
+        )
+
+
+def point_id(tenant: str, chunk_id: str) -> str:
+    """Deterministic UUID per (tenant, chunk): a retried upsert overwrites, never duplicates."""
+    return str(uuid.uuid5(_POINT_NS, f"{tenant}\x00{chunk_id}"))
+
+
+def _iso(day: dt.date) -> str:
+    return f"{day.isoformat()}T00:00:00Z"
+
+
+def open_shard(path: Path, config: ShardConfig) -> qe.EdgeShard:
+    """Open a shard, creating it (with its payload indexes) when the folder is empty."""
+    path.mkdir(parents=True, exist_ok=True)
+    if not any(path.iterdir()):
+        shard = qe.EdgeShard.create(str(path), config.edge())
+        _create_payload_indexes(shard)
+        return shard
+    return qe.EdgeShard.load(str(path), config.edge())
+
+
+def _create_payload_indexes(shard: qe.EdgeShard) -> None:
+    """Every filterable field is indexed: unindexed filters are slow (qdrant#4237)."""
+    schema: dict[str, qe.PayloadSchemaType | qe.KeywordIndexParams] = {
+        "tenant": qe.KeywordIndexParams(is_tenant=True),
+        "doc_id": qe.PayloadSchemaType.Keyword,
+        "kw": qe.PayloadSchemaType.Keyword,
+        "year": qe.PayloadSchemaType.Integer,
+        "date": qe.PayloadSchemaType.Datetime,
+    }
+    for name, params in schema.items():
+        shard.update(qe.UpdateOperation.create_field_index(name, params))
+
+
+def to_point(item: EmbeddedChunk, analyzer: Analyzer, avg_len: float) -> qe.Point:
+    chunk = item.chunk
+    indices, values = bm25_document_vector(analyzer.terms(chunk.embed_text), avg_len=avg_len)
+    payload: dict[str, Any] = {
+        "tenant": chunk.tenant,
+        "chunk_id": chunk.chunk_id,
+        "doc_id": chunk.doc_id,
+        "n": chunk.n,
+        "text": chunk.text,
+        "title": chunk.title,
+        "metadata": dict(chunk.metadata),
+        "content_hash": chunk.content_hash,
+        "kw": chunk.keywords(),
+    }
+    if chunk.year is not None:
+        payload["year"] = chunk.year
+    if chunk.date is not None:
+        payload["date"] = _iso(chunk.date)
+    vector: dict[str, Any] = {
+        DENSE: item.vector.astype(float).tolist(),
+        SPARSE: qe.SparseVector(indices=indices, values=values),
+    }
+    return qe.Point(id=point_id(chunk.tenant, chunk.chunk_id), vector=vector, payload=payload)
+
+
+def stored(payload: dict[str, Any]) -> StoredChunk:
+    return StoredChunk(
+        chunk_id=payload["chunk_id"],
+        doc_id=payload["doc_id"],
+        text=payload["text"],
+        title=payload.get("title"),
+        metadata=payload.get("metadata") or {},
+        content_hash=payload["content_hash"],
+    )
+
+
+# queries -------------------------------------------------------------------------------
+
+
+def leg_requests(query: SearchQuery, hnsw_ef: int) -> list[tuple[str, qe.QueryRequest]]:
+    """One request per leg, both under the same filter."""
+    qfilter = to_filter(query.filters)
+    requests: list[tuple[str, qe.QueryRequest]] = []
+    if "dense" in query.legs and query.vector is not None:
+        nearest = qe.Query.Nearest(query.vector.astype(float).tolist(), using=DENSE)
+        params = qe.SearchParams(hnsw_ef=hnsw_ef, exact=query.exact)
+        requests.append(("dense", _request(nearest, qfilter, params, query.k)))
+    if "lexical" in query.legs and query.terms:
+        indices, values = bm25_query_vector(query.terms)
+        sparse = qe.Query.Nearest(qe.SparseVector(indices=indices, values=values), using=SPARSE)
+        requests.append(("lexical", _request(sparse, qfilter, None, query.k)))
+    return requests
+
+
+def _request(query: qe.Query, qfilter: qe.Filter, params: qe.SearchParams | None, k: int) -> qe.QueryRequest:
+    return qe.QueryRequest(
+        limit=k, query=query, filter=qfilter, params=params, with_payload=list(_STORED_KEYS)
+    )
+
+
+def search(shard: qe.EdgeShard, requests: Sequence[tuple[str, qe.QueryRequest]]) -> dict[str, list[LegHit]]:
+    batch = shard.query_batch(qe.QueryBatchRequest([r for _, r in requests]))
+    return {
+        leg: [LegHit(stored(p.payload or {}), float(p.score)) for p in points]
+        for (leg, _), points in zip(requests, batch, strict=True)
+    }
+
+
+def to_filter(filters: Filters) -> qe.Filter:
+    """Our Filters → a Qdrant filter; every condition hits a payload index."""
+    must: list[qe.FieldCondition] = [qe.FieldCondition(key="tenant", match=qe.MatchValue(filters.tenant))]
+    for group in filters.keyword_terms():
+        match = qe.MatchValue(group[0]) if len(group) == 1 else qe.MatchAny(group)
+        must.append(qe.FieldCondition(key="kw", match=match))
+    if filters.year is not None:
+        r = filters.year
+        must.append(
+            qe.FieldCondition(key="year", range=qe.RangeFloat(gte=r.gte, lte=r.lte, gt=r.gt, lt=r.lt))
+        )
+    if filters.date is not None:
+        must.append(qe.FieldCondition(key="date", range=_date_range(filters.date)))
+    return qe.Filter(must=list(must))
+
+
+def _date_range(r: Range) -> qe.RangeDateTime:
+    def iso(day: dt.date | None) -> str | None:
+        return _iso(day) if day is not None else None
+
+    return qe.RangeDateTime(gte=iso(r.gte), lte=iso(r.lte), gt=iso(r.gt), lt=iso(r.lt))
+
+
+def tenant_filter(tenant: str, doc_ids: Sequence[str] | None = None) -> qe.Filter:
+    must = [qe.FieldCondition(key="tenant", match=qe.MatchValue(tenant))]
+    if doc_ids is not None:
+        must.append(qe.FieldCondition(key="doc_id", match=qe.MatchAny(list(doc_ids))))
+    return qe.Filter(must=list(must))
+
+
+def scroll(
+    shard: qe.EdgeShard, qfilter: qe.Filter | None = None, *, vectors: bool = False
+) -> Iterator[list[qe.Record]]:
+    """Pages of records; each page is one short engine call, so others run in between."""
+    offset: qe.PointId | None = None
+    while True:
+        records, offset = shard.scroll(
+            qe.ScrollRequest(
+                offset=offset, limit=_SCROLL, filter=qfilter, with_payload=True, with_vector=vectors
+            )
+        )
+        if records:
+            yield records
+        if offset is None:
+            return
+
+
+# export and offline build --------------------------------------------------------------
+
+
+def export(shards: Sequence[qe.EdgeShard], folder: Path) -> set[str]:
+    """Write every point of ``shards`` to ``folder`` (dense.npy + points.jsonl); returns the ids."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ids: set[str] = set()
+    dense: list[list[float]] = []
+    with (folder / "points.jsonl").open("w", encoding="utf-8") as out:
+        for shard in shards:
+            for page in scroll(shard, vectors=True):
+                for record in page:
+                    vector: Any = record.vector
+                    sparse = vector[SPARSE]
+                    out.write(
+                        json.dumps(
+                            {
+                                "id": str(record.id),
+                                "payload": record.payload,
+                                "si": sparse.indices,
+                                "sv": sparse.values,
+                            }
+                        )
+                        + "\n"
+                    )
+                    dense.append(vector[DENSE])
+                    ids.add(str(record.id))
+    np.save(folder / "dense.npy", np.asarray(dense, dtype=np.float32))
+    return ids
+
+
+def build(source: Path, dest: Path, config: ShardConfig, batch: int = 1024) -> int:
+    """Create ``dest`` from an export, optimize it (HNSW, payload indexes) and close it."""
+    dense = np.load(source / "dense.npy")
+    shard = open_shard(dest, config)
+    points: list[qe.Point] = []
+    n = 0
+    with (source / "points.jsonl").open(encoding="utf-8") as lines:
+        for i, line in enumerate(lines):
+            record = json.loads(line)
+            vector: dict[str, Any] = {
+                DENSE: dense[i].tolist(),
+                SPARSE: qe.SparseVector(indices=record["si"], values=record["sv"]),
+            }
+            points.append(qe.Point(id=record["id"], vector=vector, payload=record["payload"]))
+            if len(points) >= batch:
+                shard.update(qe.UpdateOperation.upsert_points(points))
+                n, points = n + len(points), []
+    if points:
+        shard.update(qe.UpdateOperation.upsert_points(points))
+        n += len(points)
+    shard.optimize()
+    shard.flush()
+    shard.close()
+    return n
+
+
+def build_command(source: Path, dest: Path, config: ShardConfig) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "indexers.tiers.edge_shard",
+        "build",
+        str(source),
+        str(dest),
+        json.dumps(asdict(config)),
+    ]
+
+
+if __name__ == "__main__":
+    _, verb, src, dst, cfg = sys.argv
+    if verb != "build":
+        raise SystemExit(f"unknown command {verb!r}")
+    print(build(Path(src), Path(dst), ShardConfig(**json.loads(cfg))))
