@@ -225,3 +225,7 @@ async def _eval(
         "unchanged": ingest_report.count("unchanged"),
     }
     return report
+
+
+if __name__ == "__main__":
+    app()

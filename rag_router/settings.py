@@ -22,6 +22,12 @@ class QdrantSettings(BaseModel):
         ge=0,
         description="segment size (KB) above which Qdrant Edge builds HNSW; None = Qdrant's default",
     )
+    fresh_limit: int = Field(
+        20_000, ge=1, description="points in the embedded hot tier's fresh shard before it is sealed"
+    )
+    compaction: Literal["subprocess", "inprocess"] = Field(
+        "subprocess", description="where sealed shards are optimized; inprocess stalls serving (GIL)"
+    )
 
 
 class ElasticSettings(BaseModel):

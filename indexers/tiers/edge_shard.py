@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import sys
 import uuid
 from collections.abc import Iterator, Sequence
@@ -262,4 +263,5 @@ if __name__ == "__main__":
     _, verb, src, dst, cfg = sys.argv
     if verb != "build":
         raise SystemExit(f"unknown command {verb!r}")
+    os.nice(10)  # the serving process keeps priority over an index build
     print(build(Path(src), Path(dst), ShardConfig(**json.loads(cfg))))

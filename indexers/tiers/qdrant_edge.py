@@ -171,6 +171,7 @@ class QdrantEdgeTier:
             if not inputs:
                 return False
             name = self._new_name("sealed")
+            log.info("hot tier: sealing %d shard(s) into %s (%s)", len(inputs), name, self._compaction)
             export_dir = self._dir / f"{name}.export"
             try:
                 exported = await self._worker.run(es.export, [s for _, s in inputs], export_dir)

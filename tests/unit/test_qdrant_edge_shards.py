@@ -96,7 +96,8 @@ async def test_a_failed_build_loses_nothing(tmp_path: Path, monkeypatch: pytest.
     reopened = QdrantEdgeTier(tmp_path, dim=DIM, analyzer=A)
     await reopened.ensure()
     assert await reopened.count() == 50
-    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == sorted(reopened.shard_names())
+    folders = sorted(p.name for p in tmp_path.iterdir() if p.is_dir())  # noqa: ASYNC240
+    assert folders == sorted(reopened.shard_names())
     await reopened.close()
 
 
