@@ -86,6 +86,12 @@ class SentenceTransformerEmbedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
+
+        # No "Loading weights" bar in service logs, and no warning when a chunk's length is
+        # counted untruncated (on purpose: the chunker needs the true length).
+        transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+        transformers_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
 
         self._name = model
         self.device = resolve_device(device)
