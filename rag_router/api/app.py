@@ -13,6 +13,7 @@ from fastapi import FastAPI, Request, Response
 from indexers.embed import Embedder
 from rag_router import __version__
 from rag_router.api import errors, routes
+from rag_router.api.limits import BodyLimit
 from rag_router.services import build_services
 from rag_router.settings import Settings
 
@@ -41,23 +42,15 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> FastA
     errors.install(app)
     app.include_router(routes.router)
 
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)  # inner: runs after the context below
+
     @app.middleware("http")
     async def request_context(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
         request.state.request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
         started = time.perf_counter()
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > settings.max_body_bytes):
-            response: Response = errors.envelope(
-                request,
-                413,
-                "payload_too_large",
-                f"request body over {settings.max_body_bytes} bytes",
-                "client_error",
-            )
-        else:
-            response = await call_next(request)
+        response = await call_next(request)
         response.headers["x-request-id"] = request.state.request_id
         services = getattr(request.app.state, "services", None)
         if services is not None:
