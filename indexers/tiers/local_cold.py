@@ -97,6 +97,8 @@ class _Store:
         self.write_lock = threading.Lock()
         self.writer = self._connect(shared=True)  # used under write_lock from any worker thread
         self.writer.executescript(_SCHEMA)
+        # Tenants ever written (never shrinks): one tenant means a tenant filter admits every row.
+        self.tenants = {r[0] for r in self.writer.execute("SELECT DISTINCT tenant FROM chunks")}
 
     def _connect(self, shared: bool = False) -> sqlite3.Connection:
         conn = sqlite3.connect(self._path, isolation_level=None, timeout=30, check_same_thread=not shared)
@@ -406,6 +408,7 @@ class LocalColdTier:
         store, lexical, vectors = self._parts()
         with store.write_lock:
             rows, seqs = [], []
+            store.tenants.update(i.chunk.tenant for i in items)
             with store.transaction() as conn:
                 version = store.next_version(conn)
                 for item in items:
@@ -489,7 +492,10 @@ class LocalColdTier:
             results["lexical"] = lexical.search(query.terms, query.filters, query.k)
         if "dense" in query.legs and query.vector is not None:
             results["dense"] = vectors.search(
-                query.vector.astype(np.float32), query.k, self._allowed(conn, query.filters), query.exact
+                query.vector.astype(np.float32),
+                query.k,
+                self._allowed(conn, query.filters, store.tenants),
+                query.exact,
             )
         rows = self._rows(conn, {seq for hits in results.values() for seq, _ in hits})
         return {
@@ -497,12 +503,13 @@ class LocalColdTier:
             for leg, hits in results.items()
         }
 
-    def _allowed(self, conn: sqlite3.Connection, filters: Filters) -> np.ndarray[Any, Any] | None:
+    def _allowed(
+        self, conn: sqlite3.Connection, filters: Filters, tenants: set[str]
+    ) -> np.ndarray[Any, Any] | None:
         """The seqs a filter admits, or None when it admits every row (no selector needed)."""
-        if not filters.keywords and filters.year is None and filters.date is None:
-            other = conn.execute("SELECT 1 FROM chunks WHERE tenant != ? LIMIT 1", (filters.tenant,))
-            if other.fetchone() is None:
-                return None
+        unfiltered = not filters.keywords and filters.year is None and filters.date is None
+        if unfiltered and tenants <= {filters.tenant}:
+            return None
         where, args = _where(filters)
         seqs = [r[0] for r in conn.execute(f"SELECT seq FROM chunks WHERE {where}", args)]
         return np.asarray(seqs, dtype=np.int64)
