@@ -55,6 +55,15 @@ def parse_date(value: Any) -> dt.date | None:
     return None
 
 
+def metadata_year(metadata: Mapping[str, Any]) -> int | None:
+    """``year`` when given as an integer, else the year of ``date``."""
+    year = metadata.get("year")
+    if isinstance(year, int) and not isinstance(year, bool):
+        return year
+    date = parse_date(metadata.get("date"))
+    return date.year if date else None
+
+
 @dataclass(frozen=True, slots=True)
 class Document:
     """A source document as it arrives: text plus optional title and metadata."""
@@ -71,11 +80,7 @@ class Document:
 
     @property
     def year(self) -> int | None:
-        year = self.metadata.get("year")
-        if isinstance(year, int) and not isinstance(year, bool):
-            return year
-        date = self.date
-        return date.year if date else None
+        return metadata_year(self.metadata)
 
     @property
     def fingerprint(self) -> str:
@@ -109,11 +114,7 @@ class Chunk:
 
     @property
     def year(self) -> int | None:
-        year = self.metadata.get("year")
-        if isinstance(year, int) and not isinstance(year, bool):
-            return year
-        date = self.date
-        return date.year if date else None
+        return metadata_year(self.metadata)
 
     @property
     def tags(self) -> tuple[str, ...]:
