@@ -39,8 +39,9 @@ eval: install
 	RAG_LOG_LEVEL=WARNING $(BIN)/rag-router eval $(DATA)/scifact --route both --tier cold
 	RAG_LOG_LEVEL=WARNING $(BIN)/rag-router eval $(DATA)/cranfield --route both --tier cold
 
+# Search latency of the server while it ingests and seals a hot shard (docs/benchmarks.md).
 bench: install
-	$(BIN)/python bench/search_latency.py --data $(DATA)/scifact
+	cd bench && $(abspath $(BIN))/python indexing_p99.py --data $(abspath $(DATA))/scifact --out $(abspath docs)/bench-indexing.json
 
 clean:
 	rm -rf .rag-data .pytest_cache .mypy_cache .ruff_cache

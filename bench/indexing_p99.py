@@ -120,7 +120,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--data", type=Path, default=Path("../shared/data/scifact"))
+    parser.add_argument(
+        "--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data/scifact"
+    )
     parser.add_argument("--docs", type=int, default=20_000)
     parser.add_argument("--modes", default="subprocess,inprocess")
     parser.add_argument("--out", type=Path, default=None, help="write the JSON result here")
