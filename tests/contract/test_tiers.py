@@ -201,6 +201,8 @@ async def test_ann_recall_after_reopen(make_tier: Factory) -> None:
     for start in range(0, n, 1000):
         await first.upsert(items[start : start + 1000])
     await first.optimize()
+    before_reopen = await first.search(SearchQuery("", [], vectors[0], Filters(), k=1, legs=("dense",)))
+    assert before_reopen["dense"][0].chunk.chunk_id == "v0#0"
     await first.close()
     tier = make_tier(dim=dim, small_index=True)
     await tier.ensure()

@@ -9,7 +9,7 @@ import pytest
 
 from indexers.documents import Chunk, EmbeddedChunk, Filters, SearchQuery
 from indexers.lexical import Analyzer
-from indexers.tiers import local_cold
+from indexers.tiers import cold_lexical
 from indexers.tiers.local_cold import LocalColdTier
 
 A = Analyzer()
@@ -38,7 +38,7 @@ async def test_indexes_replay_writes_committed_in_sqlite_before_a_crash(
     def crash(*args: object, **kwargs: object) -> None:
         raise RuntimeError("killed between the SQLite commit and the index update")
 
-    monkeypatch.setattr(local_cold._Lexical, "apply", crash)
+    monkeypatch.setattr(cold_lexical.LexicalIndex, "apply", crash)
     with pytest.raises(RuntimeError):
         await tier.upsert([item(2, "cherries")])
     with pytest.raises(RuntimeError):

@@ -1,0 +1,88 @@
+"""The cold tier's lexical index: tantivy (BM25) over pre-analysed terms, with filters."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import tantivy
+
+from indexers.documents import Filters
+from indexers.tiers.cold_store import day_bounds, int_bounds, write_atomic
+
+
+class LexicalIndex:
+    """tantivy over pre-analysed terms (our Analyzer), so both tiers share one vocabulary."""
+
+    def __init__(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        builder = tantivy.SchemaBuilder()
+        builder.add_integer_field("seq", stored=True, indexed=True, fast=True)
+        builder.add_text_field("tenant", tokenizer_name="raw", index_option="basic")
+        builder.add_text_field("kw", tokenizer_name="raw", index_option="basic")
+        builder.add_text_field("terms", tokenizer_name="whitespace", index_option="position")
+        builder.add_integer_field("year", indexed=True, fast=True)
+        builder.add_integer_field("day", indexed=True, fast=True)
+        self.schema = builder.build()
+        self.index = tantivy.Index(self.schema, path=str(path))
+        self.writer = self.index.writer(heap_size=64_000_000, num_threads=1)
+        self.watermark_file = path / "watermark"
+
+    def watermark(self) -> int:
+        try:
+            return int(self.watermark_file.read_text())
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    def apply(self, rows: Sequence[tuple[Any, ...]], deleted: Sequence[int], version: int) -> None:
+        for seq in deleted:
+            self.writer.delete_documents_by_term("seq", seq)
+        for seq, tenant, terms, year, day, kws in rows:
+            self.writer.delete_documents_by_term("seq", seq)
+            doc = tantivy.Document(seq=seq, tenant=tenant, terms=terms, kw=kws)
+            if year is not None:
+                doc.add_integer("year", year)
+            if day is not None:
+                doc.add_integer("day", day)
+            self.writer.add_document(doc)
+        self.writer.commit()
+        self.index.reload()
+        write_atomic(self.watermark_file, str(version))
+
+    def search(self, terms: Sequence[str], filters: Filters, k: int) -> list[tuple[int, float]]:
+        if not terms:
+            return []
+        schema = self.schema
+        should = [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "terms", t)) for t in terms]
+        clauses = [(tantivy.Occur.Must, tantivy.Query.boolean_query(should))]
+        for condition in self._conditions(filters):
+            clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(condition, 0.0)))
+        searcher = self.index.searcher()
+        hits = searcher.search(tantivy.Query.boolean_query(clauses), limit=k).hits
+        if not hits:
+            return []
+        seqs = searcher.fast_field_values("seq", [addr for _, addr in hits])
+        return [
+            (int(seq), float(score)) for (score, _), seq in zip(hits, seqs, strict=True) if seq is not None
+        ]
+
+    def _conditions(self, filters: Filters) -> Iterator[tantivy.Query]:
+        schema = self.schema
+        yield tantivy.Query.term_query(schema, "tenant", filters.tenant)
+        for group in filters.keyword_terms():
+            yield tantivy.Query.term_set_query(schema, "kw", group)
+        for field, r, bounds in (("year", filters.year, int_bounds), ("day", filters.date, day_bounds)):
+            if r is None:
+                continue
+            lo, hi = bounds(r)
+            yield tantivy.Query.range_query(
+                schema,
+                field,
+                tantivy.FieldType.Integer,
+                lo if lo is not None else -(2**62),
+                hi if hi is not None else 2**62,
+            )
+
+    def close(self) -> None:
+        self.writer.wait_merging_threads()

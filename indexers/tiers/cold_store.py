@@ -1,0 +1,133 @@
+"""The cold tier's source of truth: SQLite rows with versions and tombstones, and filter SQL."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from indexers.documents import Filters, Range
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS chunks (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant TEXT NOT NULL, chunk_id TEXT NOT NULL, doc_id TEXT NOT NULL, n INTEGER NOT NULL,
+    text TEXT NOT NULL, title TEXT, metadata TEXT NOT NULL, content_hash TEXT NOT NULL,
+    year INTEGER, day INTEGER, terms TEXT NOT NULL, vector BLOB NOT NULL, version INTEGER NOT NULL,
+    UNIQUE (tenant, chunk_id)
+);
+CREATE INDEX IF NOT EXISTS chunks_doc ON chunks (tenant, doc_id);
+CREATE INDEX IF NOT EXISTS chunks_year ON chunks (tenant, year);
+CREATE INDEX IF NOT EXISTS chunks_day ON chunks (tenant, day);
+CREATE INDEX IF NOT EXISTS chunks_version ON chunks (version);
+CREATE TABLE IF NOT EXISTS chunk_kw (kw TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (kw, seq))
+    WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS chunk_kw_seq ON chunk_kw (seq);
+CREATE TABLE IF NOT EXISTS tombstones (seq INTEGER PRIMARY KEY, version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+"""
+ROW_COLUMNS = "seq, chunk_id, doc_id, text, title, metadata, content_hash"
+
+
+def day_number(day: dt.date) -> int:
+    """2020-01-31 → 20200131: sortable, and the same in SQLite and tantivy."""
+    return day.year * 10_000 + day.month * 100 + day.day
+
+
+def int_bounds(r: Range, convert: Any = int) -> tuple[int | None, int | None]:
+    lo = convert(r.gte) if r.gte is not None else (convert(r.gt) + 1 if r.gt is not None else None)
+    hi = convert(r.lte) if r.lte is not None else (convert(r.lt) - 1 if r.lt is not None else None)
+    return lo, hi
+
+
+def day_bounds(r: Range) -> tuple[int | None, int | None]:
+    def num(day: dt.date) -> int:
+        return day_number(day)
+
+    lo = num(r.gte) if r.gte else (num(r.gt + dt.timedelta(days=1)) if r.gt else None)
+    hi = num(r.lte) if r.lte else (num(r.lt - dt.timedelta(days=1)) if r.lt else None)
+    return lo, hi
+
+
+class Store:
+    """The SQLite source of truth. One writer connection; one reader connection per thread."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._local = threading.local()
+        self.write_lock = threading.Lock()
+        self.writer = self._connect(shared=True)  # used under write_lock from any worker thread
+        self.writer.executescript(SCHEMA)
+        # Tenants ever written (never shrinks): one tenant means a tenant filter admits every row.
+        self.tenants = {r[0] for r in self.writer.execute("SELECT DISTINCT tenant FROM chunks")}
+
+    def _connect(self, shared: bool = False) -> sqlite3.Connection:
+        conn = sqlite3.connect(self._path, isolation_level=None, timeout=30, check_same_thread=not shared)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        return conn
+
+    def reader(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._connect()
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        self.writer.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.writer
+        except BaseException:
+            self.writer.execute("ROLLBACK")
+            raise
+        self.writer.execute("COMMIT")
+
+    def next_version(self, conn: sqlite3.Connection) -> int:
+        row = conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('version', 1) "
+            "ON CONFLICT (key) DO UPDATE SET value = value + 1 RETURNING value"
+        ).fetchone()
+        return int(row[0])
+
+    def version(self) -> int:
+        row = self.reader().execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+        return int(row[0]) if row else 0
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
+    """Filters → an SQL condition on ``chunks`` (the FAISS ID selector's source)."""
+    sql: list[str] = ["tenant = ?"]
+    args: list[Any] = [filters.tenant]
+    for column, r, bounds in (
+        ("year", filters.year, int_bounds),
+        ("day", filters.date, day_bounds),
+    ):
+        if r is None:
+            continue
+        lo, hi = bounds(r)
+        sql.append(f"{column} IS NOT NULL")
+        if lo is not None:
+            sql.append(f"{column} >= ?")
+            args.append(lo)
+        if hi is not None:
+            sql.append(f"{column} <= ?")
+            args.append(hi)
+    for group in filters.keyword_terms():
+        marks = ",".join("?" * len(group))
+        sql.append(f"seq IN (SELECT seq FROM chunk_kw WHERE kw IN ({marks}))")
+        args.extend(group)
+    return " AND ".join(sql), args
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
