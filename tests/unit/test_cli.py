@@ -1,0 +1,65 @@
+"""The console script end to end: ingest → query → eval, with the real engines and model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rag_router.cli import app
+from tests.conftest import SAMPLE
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("RAG_LOG_LEVEL", "WARNING")
+    return tmp_path
+
+
+def test_ingest_twice_then_query(env: Path) -> None:
+    first = runner.invoke(app, ["ingest", str(SAMPLE)])
+    assert first.exit_code == 0, first.output
+    second = runner.invoke(app, ["ingest", str(SAMPLE)])
+    assert second.exit_code == 0
+    assert "skipped (unchanged) │ 33" in second.output and "chunks embedded     │ 0" in second.output
+    result = runner.invoke(app, ["query", "freedom of peaceful assembly", "--json", "--top-k", "1"])
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout[result.stdout.index("{") :])
+    assert body["hits"][0]["doc_id"] == "udhr-art-20"
+
+
+def test_eval_json_on_a_beir_folder(env: Path) -> None:
+    ds = env / "ds"
+    (ds / "qrels").mkdir(parents=True)
+    shutil.copy(SAMPLE / "udhr.jsonl", ds / "corpus.jsonl")
+    queries = {"q1": ("Is slavery allowed?", "4", "topic"), "q2": ("Article 26 education", "26", "clause")}
+    (ds / "queries.jsonl").write_text(
+        "\n".join(json.dumps({"_id": q, "text": t, "kind": k}) for q, (t, _, k) in queries.items()),
+        encoding="utf-8",
+    )
+    (ds / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n"
+        + "".join(f"{q}\tudhr-art-{a}\t1\n" for q, (_, a, _) in queries.items()),
+        encoding="utf-8",
+    )
+    result = runner.invoke(app, ["eval", str(ds), "--json", "--tier", "cold", "--legs", "hybrid"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout[result.stdout.index("{") :])
+    for key in (
+        "ndcg@10",
+        "recall@100",
+        "mrr@10",
+        "success@1",
+        "latency_ms_p50",
+        "latency_ms_p99",
+        "queries",
+    ):
+        assert key in report
+    assert report["queries"] == 2 and report["success@1"] == 1.0
+    assert set(report["by_kind"]) == {"topic", "clause"} and report["by_kind"]["clause"]["queries"] == 1
