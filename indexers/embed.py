@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from indexers.documents import Vector
+from indexers.workers import Worker
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,22 @@ class Embedder(Protocol):
     def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
 
     def embed(self, texts: Sequence[str]) -> Vector: ...
+
+
+class AsyncEmbedder:
+    """Runs an ``Embedder`` on one dedicated thread: the event loop never waits on the model,
+    the model's thread pool stays warm on the same thread, and ingestion and queries queue for
+    the CPU instead of fighting over it."""
+
+    def __init__(self, embedder: Embedder, queue: int = 1024) -> None:
+        self.sync = embedder
+        self._worker = Worker("embedder", threads=1, queue=queue)
+
+    async def embed(self, texts: Sequence[str]) -> Vector:
+        return await self._worker.run(self.sync.embed, texts)
+
+    def close(self) -> None:
+        self._worker.shutdown()
 
 
 def packaged_model_path() -> Path:

@@ -19,7 +19,7 @@ from typing import Literal
 
 from indexers.chunk import Chunker
 from indexers.documents import Chunk, Document, EmbeddedChunk, StoredChunk, TierName
-from indexers.embed import Embedder
+from indexers.embed import AsyncEmbedder
 from indexers.load import LoadFailure
 from indexers.tiers.base import Tier
 
@@ -76,7 +76,7 @@ class Pipeline:
     def __init__(
         self,
         *,
-        embedder: Embedder,
+        embedder: AsyncEmbedder,
         chunker: Chunker,
         tiers: Mapping[TierName, Tier],
         hot_window_days: int = 365,
@@ -161,7 +161,7 @@ class Pipeline:
     async def _write(self, items: Sequence[tuple[TierName, Chunk]]) -> None:
         if not items:
             return
-        vectors = await asyncio.to_thread(self._embedder.embed, [c.embed_text for _, c in items])
+        vectors = await self._embedder.embed([c.embed_text for _, c in items])
         by_tier: dict[TierName, list[EmbeddedChunk]] = {}
         for (tier, chunk), vector in zip(items, vectors, strict=True):
             by_tier.setdefault(tier, []).append(EmbeddedChunk(chunk, vector))

@@ -6,7 +6,6 @@ both. Answer generation (prompt compiler, LLM) plugs in after fusion.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
@@ -16,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from indexers.documents import LEGS, Filters, Hit, Leg, SearchQuery, TierName
-from indexers.embed import Embedder
+from indexers.embed import AsyncEmbedder
 from indexers.lexical import Analyzer
 from indexers.tiers.base import Tier
 from rag_router.errors import InvalidRequest
@@ -82,7 +81,7 @@ class Searcher:
     def __init__(
         self,
         *,
-        embedder: Embedder,
+        embedder: AsyncEmbedder,
         analyzer: Analyzer,
         tiers: Mapping[TierName, Tier],
         metrics: Metrics,
@@ -113,7 +112,7 @@ class Searcher:
         with _timer(timings, "embed"):
             vector = None
             if "dense" in params.legs:
-                vector = (await asyncio.to_thread(self._embedder.embed, [params.query]))[0]
+                vector = (await self._embedder.embed([params.query]))[0]
         query = SearchQuery(
             text=params.query,
             terms=terms,

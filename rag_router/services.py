@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from indexers.chunk import Chunker
 from indexers.documents import TierName
-from indexers.embed import Embedder, SentenceTransformerEmbedder
+from indexers.embed import AsyncEmbedder, Embedder, SentenceTransformerEmbedder
 from indexers.lexical import Analyzer
 from indexers.pipeline import Pipeline
 from indexers.tiers.base import Tier
@@ -29,10 +29,12 @@ class Services:
     pipeline: Pipeline
     searcher: Searcher
     metrics: Metrics
+    embed_worker: AsyncEmbedder
 
     async def close(self) -> None:
         for tier in self.tiers.values():
             await tier.close()
+        self.embed_worker.close()
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -72,17 +74,18 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
     for tier in tiers.values():
         await tier.ensure()
     metrics = Metrics()
+    embed_worker = AsyncEmbedder(embedder)
     chunker = Chunker(
         embedder.count_tokens,
         max_tokens=settings.chunk.max_tokens,
         overlap_tokens=settings.chunk.overlap_tokens,
     )
     pipeline = Pipeline(
-        embedder=embedder, chunker=chunker, tiers=tiers, hot_window_days=settings.tiers.hot_window_days
+        embedder=embed_worker, chunker=chunker, tiers=tiers, hot_window_days=settings.tiers.hot_window_days
     )
     r = settings.retrieval
     searcher = Searcher(
-        embedder=embedder,
+        embedder=embed_worker,
         analyzer=analyzer,
         tiers=tiers,
         metrics=metrics,
@@ -91,4 +94,4 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         timeout_s=r.timeout_s,
         weights={"dense": r.dense_weight, "lexical": r.lexical_weight},
     )
-    return Services(settings, embedder, analyzer, tiers, pipeline, searcher, metrics)
+    return Services(settings, embedder, analyzer, tiers, pipeline, searcher, metrics, embed_worker)

@@ -36,11 +36,11 @@ from indexers.documents import (
     Vector,
 )
 from indexers.lexical import Analyzer
-from indexers.tiers._worker import Worker
 from indexers.tiers.base import LegResults
 from indexers.tiers.cold_lexical import LexicalIndex
 from indexers.tiers.cold_store import ROW_COLUMNS, Store, day_number, filter_sql
 from indexers.tiers.cold_vectors import VectorIndex
+from indexers.workers import Worker
 
 log = logging.getLogger(__name__)
 

@@ -34,8 +34,8 @@ import qdrant_edge as qe
 from indexers.documents import EmbeddedChunk, LegHit, SearchQuery, StoredChunk
 from indexers.lexical import Analyzer
 from indexers.tiers import edge_shard as es
-from indexers.tiers._worker import Worker
 from indexers.tiers.base import LegResults, TierError
+from indexers.workers import Worker
 
 log = logging.getLogger(__name__)
 

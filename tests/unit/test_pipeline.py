@@ -8,6 +8,7 @@ import pytest
 
 from indexers.chunk import Chunker
 from indexers.documents import Document
+from indexers.embed import AsyncEmbedder
 from indexers.lexical import Analyzer
 from indexers.load import LoadFailure
 from indexers.pipeline import Pipeline, place
@@ -35,7 +36,7 @@ async def tiers(tmp_path: Path) -> AsyncIterator[dict[str, Tier]]:
 
 def pipeline(embedder: CountingEmbedder, tiers: dict[str, Tier]) -> Pipeline:
     chunker = Chunker(embedder.count_tokens, max_tokens=40, overlap_tokens=0)
-    return Pipeline(embedder=embedder, chunker=chunker, tiers=tiers, today=lambda: TODAY)  # type: ignore[arg-type]
+    return Pipeline(embedder=AsyncEmbedder(embedder), chunker=chunker, tiers=tiers, today=lambda: TODAY)  # type: ignore[arg-type]
 
 
 def long_text(topic: str, n: int) -> str:
