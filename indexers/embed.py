@@ -38,19 +38,29 @@ class Embedder(Protocol):
 
 
 class AsyncEmbedder:
-    """Runs an ``Embedder`` on one dedicated thread: the event loop never waits on the model,
-    the model's thread pool stays warm on the same thread, and ingestion and queries queue for
-    the CPU instead of fighting over it."""
+    """Runs an ``Embedder`` off the event loop, in two lanes of one thread each.
+
+    Queries and bulk ingestion get separate lanes: a query never queues behind a batch of
+    passages (measured here: ~1 s behind 256 of them), and each lane keeps the model's thread
+    pool warm on its own thread.
+    """
 
     def __init__(self, embedder: Embedder, queue: int = 1024) -> None:
         self.sync = embedder
-        self._worker = Worker("embedder", threads=1, queue=queue)
+        self._queries = Worker("embed-query", threads=1, queue=queue)
+        self._bulk = Worker("embed-bulk", threads=1, queue=queue)
 
     async def embed(self, texts: Sequence[str]) -> Vector:
-        return await self._worker.run(self.sync.embed, texts)
+        """Latency lane: queries."""
+        return await self._queries.run(self.sync.embed, texts)
+
+    async def embed_bulk(self, texts: Sequence[str]) -> Vector:
+        """Throughput lane: passages being ingested."""
+        return await self._bulk.run(self.sync.embed, texts)
 
     def close(self) -> None:
-        self._worker.shutdown()
+        self._queries.shutdown()
+        self._bulk.shutdown()
 
 
 def packaged_model_path() -> Path:

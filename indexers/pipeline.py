@@ -161,7 +161,7 @@ class Pipeline:
     async def _write(self, items: Sequence[tuple[TierName, Chunk]]) -> None:
         if not items:
             return
-        vectors = await self._embedder.embed([c.embed_text for _, c in items])
+        vectors = await self._embedder.embed_bulk([c.embed_text for _, c in items])
         by_tier: dict[TierName, list[EmbeddedChunk]] = {}
         for (tier, chunk), vector in zip(items, vectors, strict=True):
             by_tier.setdefault(tier, []).append(EmbeddedChunk(chunk, vector))

@@ -34,12 +34,18 @@ _SCROLL = 512
 class ShardConfig:
     dim: int
     indexing_threshold_kb: int | None = None
+    # HNSW build threads; one core is left to serving (a build runs beside the server).
+    indexing_threads: int = max(1, (os.cpu_count() or 2) - 1)
 
     def edge(self) -> qe.EdgeConfig:
         return qe.EdgeConfig(
             vectors={DENSE: qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)},
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
             optimizers=qe.EdgeOptimizersConfig(indexing_threshold=self.indexing_threshold_kb),
+            # Qdrant's defaults (m 16, ef_construct 100, full_scan_threshold 10000 KB)
+            hnsw_config=qe.HnswIndexConfig(
+                m=16, ef_construct=100, full_scan_threshold=10_000, max_indexing_threads=self.indexing_threads
+            ),
         )
 
 
