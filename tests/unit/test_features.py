@@ -1,0 +1,122 @@
+"""Query features against a table of real phrasings (tests/data/features.yaml).
+
+Prints precision and recall per feature kind; each must reach 0.98. A case lists everything
+extract() must find; whatever else it finds counts as a false positive (the near-misses).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rag_router.features import QueryFeatures, chinese_number, extract
+
+TABLE = yaml.safe_load(
+    (Path(__file__).resolve().parents[1] / "data" / "features.yaml").read_text(encoding="utf-8")
+)
+TODAY: dt.date = TABLE["today"]
+KINDS = ("years", "range", "clauses", "ids", "quoted", "recency")
+
+
+def found(f: QueryFeatures) -> dict[str, list[Any]]:
+    r = f.date_range
+    return {
+        "years": list(f.years),
+        "range": []
+        if r is None
+        else [(r.gte.isoformat() if r.gte else None, r.lte.isoformat() if r.lte else None)],
+        "clauses": [tuple(c.path) for c in f.clauses],
+        "ids": [text for text, _ in f.identifiers],
+        "quoted": [text for text, _ in f.quoted],
+        "recency": [True] if f.recency else [],
+    }
+
+
+def expected(case: dict[str, Any]) -> dict[str, list[Any]]:
+    return {
+        "years": list(case.get("years", [])),
+        "range": [tuple(case["range"])] if case.get("range") else [],
+        "clauses": [tuple(p) for p in case.get("clauses", [])],
+        "ids": list(case.get("ids", [])),
+        "quoted": list(case.get("quoted", [])),
+        "recency": [True] if case.get("recency") else [],
+    }
+
+
+def scores() -> tuple[dict[str, tuple[float, float]], list[str]]:
+    tp, fp, fn = Counter[str](), Counter[str](), Counter[str]()
+    misses = []
+    for case in TABLE["cases"]:
+        got, want = found(extract(case["q"], today=TODAY)), expected(case)
+        for kind in KINDS:
+            g, w = Counter(got[kind]), Counter(want[kind])
+            tp[kind] += sum((g & w).values())
+            fp[kind] += sum((g - w).values())
+            fn[kind] += sum((w - g).values())
+            if g != w:
+                misses.append(f"{kind}: {case['q']!r} got {got[kind]} want {want[kind]}")
+    out = {}
+    for kind in KINDS:
+        p = tp[kind] / (tp[kind] + fp[kind]) if tp[kind] + fp[kind] else 1.0
+        r = tp[kind] / (tp[kind] + fn[kind]) if tp[kind] + fn[kind] else 1.0
+        out[kind] = (p, r)
+    return out, misses
+
+
+def test_table_is_large_and_bilingual() -> None:
+    cases = TABLE["cases"]
+    assert len(cases) >= 150
+    assert sum(1 for c in cases if c.get("lang") == "zh") >= 40
+
+
+def test_precision_and_recall_per_feature_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    result, misses = scores()
+    with capsys.disabled():
+        print("\nfeature      precision  recall")
+        for kind, (p, r) in result.items():
+            print(f"{kind:<12} {p:9.3f} {r:7.3f}")
+    for kind, (p, r) in result.items():
+        assert p >= 0.98 and r >= 0.98, f"{kind}: precision {p:.3f}, recall {r:.3f}\n" + "\n".join(misses)
+
+
+def test_language_and_spans() -> None:
+    f = extract("民法典第一千零六十二条 2020年以来", today=TODAY)
+    assert f.language == "zh"
+    clause = f.clauses[0]
+    assert "民法典第一千零六十二条 2020年以来"[slice(*clause.span)] == "第一千零六十二条"
+    assert f.date_range is not None and f.date_range.span == (12, 19)
+    assert extract("GDPR Art. 6(1)(f)", today=TODAY).language == "en"
+
+
+def test_backwards_range_is_reported_not_fatal() -> None:
+    f = extract("range 2021–2019", today=TODAY)
+    assert f.date_range is not None and f.date_range.gte == dt.date(2019, 1, 1)
+    assert f.notes and "backwards" in f.notes[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [
+        ("十二", 12),
+        ("二十", 20),
+        ("一千零六十二", 1062),
+        ("一百零五", 105),
+        ("两", 2),
+        ("三万五千", 35000),
+        ("47", 47),
+    ],
+)
+def test_chinese_numerals(text: str, number: int) -> None:
+    assert chinese_number(text) == number
+
+
+def test_domain_from_a_keyword_table() -> None:
+    domains = {"legal": ["article", "liability", "合同"], "medical": ["patient", "clinical"]}
+    assert extract("liability under Article 82", today=TODAY, domains=domains).domain == "legal"
+    assert extract("clinical outcomes of patients", today=TODAY, domains=domains).domain == "medical"
+    assert extract("boundary layer", today=TODAY, domains=domains).domain is None
