@@ -9,6 +9,7 @@ chunks are durable, so a document is never missing mid-update.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import logging
 import time
@@ -21,6 +22,7 @@ from indexers.chunk import Chunker
 from indexers.documents import Chunk, Document, EmbeddedChunk, StoredChunk, TierName
 from indexers.embed import AsyncEmbedder
 from indexers.load import LoadFailure
+from indexers.structure import heading_metadata
 from indexers.tiers.base import Tier
 
 log = logging.getLogger(__name__)
@@ -113,7 +115,7 @@ class Pipeline:
     async def _ingest_batch(
         self, batch: Sequence[Document | LoadFailure], placement: Placement | Placer, report: IngestReport
     ) -> None:
-        docs = _last_version_only([d for d in batch if isinstance(d, Document)])
+        docs = [_with_structure(d) for d in _last_version_only([d for d in batch if isinstance(d, Document)])]
         report.results.extend(
             DocResult(f.source, "failed", error=f.reason) for f in batch if isinstance(f, LoadFailure)
         )
@@ -183,3 +185,9 @@ def _last_version_only(docs: Sequence[Document]) -> list[Document]:
         latest.pop((doc.tenant, doc.id), None)
         latest[(doc.tenant, doc.id)] = doc
     return list(latest.values())
+
+
+def _with_structure(doc: Document) -> Document:
+    """Add article/section/chapter from the document's heading when its metadata lacks them."""
+    found = heading_metadata(doc.title, doc.text, doc.metadata)
+    return dataclasses.replace(doc, metadata={**doc.metadata, **found}) if found else doc

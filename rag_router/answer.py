@@ -1,33 +1,32 @@
-"""The query flow, top to bottom: route → embed → retrieve → fuse → respond.
+"""The query flow, top to bottom: features → route → embed → retrieve (cascade) → fuse → respond.
 
-Until the router lands, routing is explicit: ``hot``, ``cold`` or ``both``; ``auto`` means
-both. Answer generation (prompt compiler, LLM) plugs in after fusion.
+Answer generation (prompt compiler, LLM) plugs in after fusion.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from indexers.documents import LEGS, Filters, Hit, Leg, SearchQuery, TierName
 from indexers.embed import AsyncEmbedder
 from indexers.lexical import Analyzer
 from indexers.tiers.base import Tier
-from rag_router.errors import InvalidRequest
+from rag_router.errors import BackendUnavailable, InvalidRequest
+from rag_router.features import extract
 from rag_router.filters import filters_to_json
 from rag_router.fuse import rrf
 from rag_router.metrics import Metrics
-from rag_router.retrieve import retrieve
+from rag_router.retrieve import Retrieved, retrieve
+from rag_router.route import Policy, Route, RouteName, plan
 
 log = logging.getLogger(__name__)
-
-RouteName = Literal["auto", "hot", "cold", "both"]
-_ROUTES: dict[str, tuple[TierName, ...]] = {"hot": ("hot",), "cold": ("cold",), "both": ("hot", "cold")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,17 +40,13 @@ class SearchParams:
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
-@dataclass(frozen=True, slots=True)
-class Route:
-    tiers: tuple[TierName, ...]
-    reason: str
-    filters: Filters
-
-
 @dataclass(slots=True)
 class SearchOutcome:
     hits: list[Hit]
     route: Route
+    tiers: list[TierName]  # the tiers actually searched
+    filters: Filters  # the filters actually applied
+    reasons: list[str]
     timings_ms: dict[str, float]
     unavailable: list[str]
     request_id: str
@@ -62,17 +57,19 @@ class SearchOutcome:
 
     def route_json(self) -> dict[str, Any]:
         return {
-            "tiers": list(self.route.tiers),
-            "reason": self.route.reason,
-            "features": {},
-            "filters": filters_to_json(self.route.filters),
+            "tiers": list(self.tiers),
+            "reason": "; ".join(self.reasons),
+            "features": self.route.features.to_json() if self.route.features else {},
+            "filters": filters_to_json(self.filters),
         }
 
 
-def choose_route(params: SearchParams) -> Route:
-    if params.route == "auto":
-        return Route(("hot", "cold"), "auto: both tiers (feature routing not enabled)", params.filters)
-    return Route(_ROUTES[params.route], f"explicit route {params.route!r}", params.filters)
+@dataclass(slots=True)
+class _Run:
+    retrieved: Retrieved
+    tiers: list[TierName]
+    filters: Filters
+    reasons: list[str]
 
 
 class Searcher:
@@ -85,6 +82,10 @@ class Searcher:
         analyzer: Analyzer,
         tiers: Mapping[TierName, Tier],
         metrics: Metrics,
+        policy: Policy,
+        domains: Mapping[str, list[str]] | None = None,
+        hot_window_days: int = 365,
+        today: Callable[[], dt.date] = dt.date.today,
         rrf_k: int = 60,
         depth: int = 100,
         timeout_s: float = 5.0,
@@ -94,10 +95,26 @@ class Searcher:
         self._analyzer = analyzer
         self._tiers = tiers
         self._metrics = metrics
+        self._policy = policy
+        self._domains = dict(domains or {})
+        self._hot_window_days = hot_window_days
+        self._today = today
         self._rrf_k = rrf_k
         self._depth = depth
         self._timeout_s = timeout_s
         self._weights = dict(weights or {})
+
+    def route(self, params: SearchParams) -> Route:
+        today = self._today()
+        features = extract(params.query, today=today, domains=self._domains)
+        return plan(
+            features,
+            params.route,
+            params.filters,
+            policy=self._policy,
+            today=today,
+            hot_window_days=self._hot_window_days,
+        )
 
     async def search(self, params: SearchParams) -> SearchOutcome:
         if not params.query.strip():
@@ -107,12 +124,10 @@ class Searcher:
         timings: dict[str, float] = {}
 
         with _timer(timings, "features"):
-            route = choose_route(params)
+            route = self.route(params)
             terms = self._analyzer.query_terms(params.query) if "lexical" in params.legs else []
         with _timer(timings, "embed"):
-            vector = None
-            if "dense" in params.legs:
-                vector = (await self._embedder.embed([params.query]))[0]
+            vector = (await self._embedder.embed([params.query]))[0] if "dense" in params.legs else None
         query = SearchQuery(
             text=params.query,
             terms=terms,
@@ -121,22 +136,85 @@ class Searcher:
             k=params.depth or max(params.top_k, self._depth),
             legs=params.legs,
         )
-        retrieved = await retrieve(self._tiers, route.tiers, query, deadline=deadline)
-        timings.update(retrieved.timings_ms)
+        run = await self._retrieve(route, query, deadline)
+        timings.update(run.retrieved.timings_ms)
         with _timer(timings, "fuse"):
-            hits = rrf(retrieved.legs, k=self._rrf_k, weights=self._weights, limit=params.top_k)
+            weights = {**self._weights, **route.weights}
+            hits = rrf(run.retrieved.legs, k=self._rrf_k, weights=weights, limit=params.top_k)
         timings["total"] = (time.perf_counter() - started) * 1000
-        self._metrics.observe_search(route.tiers, timings, retrieved.unavailable)
+        self._metrics.observe_search(run.tiers, timings, run.retrieved.unavailable)
         log.info(
-            "search request_id=%s route=%s tiers=%s hits=%d unavailable=%s total_ms=%.1f",
+            "search request_id=%s route=%s tiers=%s hits=%d unavailable=%s total_ms=%.1f reason=%r",
             params.request_id,
             params.route,
-            ",".join(route.tiers),
+            ",".join(run.tiers),
             len(hits),
-            ",".join(retrieved.unavailable) or "-",
+            ",".join(run.retrieved.unavailable) or "-",
             timings["total"],
+            "; ".join(run.reasons),
         )
-        return SearchOutcome(hits, route, timings, retrieved.unavailable, params.request_id)
+        return SearchOutcome(
+            hits,
+            route,
+            run.tiers,
+            run.filters,
+            run.reasons,
+            timings,
+            run.retrieved.unavailable,
+            params.request_id,
+        )
+
+    async def _retrieve(self, route: Route, query: SearchQuery, deadline: float) -> _Run:
+        run = await (
+            self._cascade(route, query, deadline) if route.cascade else self._fixed(route, query, deadline)
+        )
+        if (
+            route.has_implied_filters
+            and _distinct(run.retrieved) < self._policy.min_hits_with_implied_filters
+        ):
+            relaxed = SearchQuery(query.text, query.terms, query.vector, route.relaxed, query.k, query.legs)
+            retry = await retrieve(self._tiers, ("hot", "cold"), relaxed, deadline=deadline)
+            reason = (
+                f"implied filters left {_distinct(run.retrieved)} hits: dropped them, searched hot and cold"
+            )
+            return _Run(retry, ["hot", "cold"], route.relaxed, [*run.reasons, reason])
+        return run
+
+    async def _fixed(self, route: Route, query: SearchQuery, deadline: float) -> _Run:
+        retrieved = await retrieve(self._tiers, route.tiers, query, deadline=deadline)
+        return _Run(retrieved, list(route.tiers), route.filters, list(route.reasons))
+
+    async def _cascade(self, route: Route, query: SearchQuery, deadline: float) -> _Run:
+        """Hot first; cold too when hot fails or its best dense match is below the threshold."""
+        reasons = list(route.reasons)
+        threshold = self._policy.cascade_min_score
+        try:
+            first = await retrieve(self._tiers, ("hot",), query, deadline=deadline)
+        except BackendUnavailable:
+            first = Retrieved(unavailable=["hot"])
+        dense = first.legs.get("hot.dense", [])
+        best = dense[0].score if dense else None
+        if best is not None and best >= threshold and "dense" in query.legs:
+            reasons.append(f"hot's best match {best:.2f} ≥ {threshold:g}: cold skipped")
+            return _Run(first, ["hot"], route.filters, reasons)
+        shown = "none" if best is None else f"{best:.2f}"
+        reasons.append(f"hot's best match {shown} < {threshold:g}: cold searched too")
+        try:
+            second = await retrieve(self._tiers, ("cold",), query, deadline=deadline)
+        except BackendUnavailable:
+            if not first.legs:
+                raise BackendUnavailable("no retrieval backend answered (hot, cold)") from None
+            second = Retrieved(unavailable=["cold"])
+        merged = Retrieved(
+            legs={**first.legs, **second.legs},
+            timings_ms={**first.timings_ms, **second.timings_ms},
+            unavailable=[*first.unavailable, *second.unavailable],
+        )
+        return _Run(merged, ["hot", "cold"], route.filters, reasons)
+
+
+def _distinct(retrieved: Retrieved) -> int:
+    return len({h.chunk.chunk_id for hits in retrieved.legs.values() for h in hits})
 
 
 @contextmanager

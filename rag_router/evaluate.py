@@ -21,7 +21,8 @@ import pytrec_eval
 
 from indexers.documents import LEGS, Document, Leg
 from indexers.load import load_jsonl
-from rag_router.answer import RouteName, Searcher, SearchParams, hits_by_doc
+from rag_router.answer import Searcher, SearchParams, hits_by_doc
+from rag_router.route import RouteName
 
 Qrels = dict[str, dict[str, int]]
 

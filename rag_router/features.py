@@ -21,45 +21,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from indexers.structure import CN_NUMERALS, chinese_number
+
 Span = tuple[int, int]
 
-_CN_DIGITS = {
-    "零": 0,
-    "〇": 0,
-    "一": 1,
-    "二": 2,
-    "两": 2,
-    "三": 3,
-    "四": 4,
-    "五": 5,
-    "六": 6,
-    "七": 7,
-    "八": 8,
-    "九": 9,
-}
-_CN_UNITS = {"十": 10, "百": 100, "千": 1000, "万": 10_000}
-_CN_NUM = "零〇一二两三四五六七八九十百千万"
-
-
-def chinese_number(text: str) -> int:
-    """第一千零六十二条 → 1062; "十二" → 12; "二十" → 20; plain digits pass through."""
-    if text.isdigit():
-        return int(text)
-    total, section, digit = 0, 0, 0
-    for ch in text:
-        if ch in _CN_DIGITS:
-            digit = _CN_DIGITS[ch]
-        elif ch in _CN_UNITS:
-            unit = _CN_UNITS[ch]
-            if unit == 10_000:
-                total += (section + digit) * unit
-                section, digit = 0, 0
-            else:
-                section += (digit or 1) * unit
-                digit = 0
-        else:
-            raise ValueError(f"not a Chinese numeral: {text!r}")
-    return total + section + digit
+_CN_NUM = CN_NUMERALS
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+import yaml
+
 from indexers.chunk import Chunker
 from indexers.documents import TierName
 from indexers.embed import AsyncEmbedder, Embedder, SentenceTransformerEmbedder
@@ -15,6 +17,7 @@ from indexers.tiers.local_cold import LocalColdTier
 from indexers.tiers.qdrant_edge import QdrantEdgeTier
 from rag_router.answer import Searcher
 from rag_router.metrics import Metrics
+from rag_router.route import PROMPTS, Policy
 from rag_router.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -84,11 +87,15 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         embedder=embed_worker, chunker=chunker, tiers=tiers, hot_window_days=settings.tiers.hot_window_days
     )
     r = settings.retrieval
+    domains = yaml.safe_load((PROMPTS / "domains.yaml").read_text(encoding="utf-8"))
     searcher = Searcher(
         embedder=embed_worker,
         analyzer=analyzer,
         tiers=tiers,
         metrics=metrics,
+        policy=Policy.load(),
+        domains=domains,
+        hot_window_days=settings.tiers.hot_window_days,
         rrf_k=r.rrf_k,
         depth=r.depth,
         timeout_s=r.timeout_s,

@@ -12,7 +12,9 @@ from fastapi.testclient import TestClient
 
 from indexers.documents import Document
 from indexers.embed import SentenceTransformerEmbedder
+from rag_router.answer import Searcher, SearchParams
 from rag_router.api import create_app
+from rag_router.route import Policy
 from rag_router.settings import Settings
 
 HIT_FIELDS = {"chunk_id", "doc_id", "title", "text", "score", "tier", "metadata", "legs"}
@@ -180,3 +182,67 @@ def test_api_keys_and_tenants(tmp_path: Path, embedder: SentenceTransformerEmbed
         )
         assert [h["doc_id"] for h in own] == ["a1"]
         assert other.json()["hits"] == []
+
+
+def test_a_clause_reference_routes_to_that_article(client: TestClient) -> None:
+    r = client.post("/v1/search", json={"query": "What does Article 4 say?", "top_k": 3}).json()
+    features = r["route"]["features"]
+    assert set(features) == {
+        "language",
+        "years",
+        "date_range",
+        "clauses",
+        "identifiers",
+        "quoted",
+        "recency",
+        "domain",
+    }
+    assert features["clauses"] == [{"text": "Article 4", "number": 4, "path": [4], "span": [10, 19]}]
+    assert r["route"]["filters"] == {"article": ["4"]}
+    assert [h["doc_id"] for h in r["hits"]] == ["udhr-art-4"]
+    assert "clause" in r["route"]["reason"]
+
+
+def test_recency_keeps_to_hot_and_years_go_cold(client: TestClient) -> None:
+    recent = client.post("/v1/search", json={"query": "latest release notes"}).json()
+    assert recent["route"]["tiers"] == ["hot"] and all(h["tier"] == "hot" for h in recent["hits"])
+    old = client.post("/v1/search", json={"query": "rights proclaimed in 1948"}).json()
+    assert old["route"]["tiers"] == ["cold"] and old["route"]["filters"] == {
+        "year": {"gte": 1948, "lte": 1948}
+    }
+    assert old["hits"] and all(h["metadata"]["year"] == 1948 for h in old["hits"])
+
+
+def test_implied_filters_that_find_nothing_are_dropped_explicit_ones_are_not(client: TestClient) -> None:
+    r = client.post("/v1/search", json={"query": "Article 99 on freedom of religion"}).json()
+    assert "dropped" in r["route"]["reason"] and r["route"]["filters"] == {}
+    assert r["hits"][0]["doc_id"] == "udhr-art-18"
+    explicit = client.post(
+        "/v1/search", json={"query": "freedom of religion", "filters": {"article": 99}}
+    ).json()
+    assert explicit["hits"] == [] and explicit["route"]["filters"] == {"article": ["99"]}
+    wins = client.post("/v1/search", json={"query": "Article 18 religion", "filters": {"article": 3}}).json()
+    assert "explicit article filter wins" in wins["route"]["reason"]
+    assert {h["doc_id"] for h in wins["hits"]} == {"udhr-art-3"}
+
+
+def test_cascade_skips_cold_only_when_hot_is_strong(client: TestClient) -> None:
+    services = client.app.state.services  # type: ignore[attr-defined]
+    query = "How does rag-router place documents in the hot and cold tiers?"
+
+    def searcher(threshold: float) -> Searcher:
+        return Searcher(
+            embedder=services.embed_worker,
+            analyzer=services.analyzer,
+            tiers=services.tiers,
+            metrics=services.metrics,
+            policy=Policy(cascade_min_score=threshold),
+        )
+
+    assert client.portal is not None  # the app's own event loop
+    strong = client.portal.call(searcher(0.2).search, SearchParams(query))
+    assert strong.tiers == ["hot"] and "cold skipped" in "; ".join(strong.reasons)
+    assert all(h.tier == "hot" for h in strong.hits)
+    weak = client.portal.call(searcher(0.99).search, SearchParams(query))
+    assert weak.tiers == ["hot", "cold"] and "cold searched too" in "; ".join(weak.reasons)
+    assert {h.tier for h in weak.hits} == {"hot", "cold"}

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from rag_router.features import QueryFeatures, chinese_number, extract
+from indexers.structure import chinese_number
+from rag_router.features import QueryFeatures, extract
 
 TABLE = yaml.safe_load(
     (Path(__file__).resolve().parents[1] / "data" / "features.yaml").read_text(encoding="utf-8")

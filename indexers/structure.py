@@ -1,0 +1,77 @@
+"""Structure from headings: "Article 17 …", "Art. 5", "Section 3.2", "§ 4", "第十七条", "第三章".
+
+A document whose metadata lacks ``article`` / ``section`` / ``chapter`` gets them from its title
+or first line, so that the router's clause filters work on corpora that were not annotated.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+_CN_DIGITS = {
+    "零": 0,
+    "〇": 0,
+    "一": 1,
+    "二": 2,
+    "两": 2,
+    "三": 3,
+    "四": 4,
+    "五": 5,
+    "六": 6,
+    "七": 7,
+    "八": 8,
+    "九": 9,
+}
+_CN_UNITS = {"十": 10, "百": 100, "千": 1000, "万": 10_000}
+CN_NUMERALS = "零〇一二两三四五六七八九十百千万"
+
+
+def chinese_number(text: str) -> int:
+    """第一千零六十二条 → 1062; "十二" → 12; "二十" → 20; plain digits pass through."""
+    if text.isdigit():
+        return int(text)
+    total, section, digit = 0, 0, 0
+    for ch in text:
+        if ch in _CN_DIGITS:
+            digit = _CN_DIGITS[ch]
+        elif ch in _CN_UNITS:
+            unit = _CN_UNITS[ch]
+            if unit == 10_000:
+                total += (section + digit) * unit
+                section, digit = 0, 0
+            else:
+                section += (digit or 1) * unit
+                digit = 0
+        else:
+            raise ValueError(f"not a Chinese numeral: {text!r}")
+    return total + section + digit
+
+
+_HEADINGS: list[tuple[str, re.Pattern[str]]] = [
+    ("article", re.compile(r"^\s*(?:Article|Art\.)\s+(\d{1,4})\b", re.IGNORECASE)),
+    ("section", re.compile(r"^\s*(?:Section|Sec\.|§)\s*(\d{1,4}(?:\.\d{1,3})*)\b", re.IGNORECASE)),
+    ("article", re.compile(rf"^\s*第([{CN_NUMERALS}\d]+)条")),
+    ("chapter", re.compile(rf"^\s*第([{CN_NUMERALS}\d]+)章")),
+    ("chapter", re.compile(r"^\s*Chapter\s+(\d{1,3}|[IVXLC]{1,6})\b", re.IGNORECASE)),
+]
+
+
+def heading_metadata(title: str | None, text: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The structure fields found in the title (or first line) that the metadata does not have."""
+    first_line = text.lstrip().split("\n", 1)[0][:200]
+    found: dict[str, Any] = {}
+    for source in (title or "", first_line):
+        for key, pattern in _HEADINGS:
+            if key in metadata or key in found:
+                continue
+            m = pattern.match(source)
+            if m:
+                raw = m.group(1)
+                found[key] = chinese_number(raw) if raw[0] in CN_NUMERALS else _number(raw)
+    return found
+
+
+def _number(raw: str) -> int | str:
+    return int(raw) if raw.isdigit() else raw

@@ -1,0 +1,177 @@
+"""QueryFeatures → Route: which tiers, which filters, which leg weights, and why. Pure.
+
+The policy (weights, the cascade threshold, the clause field) is data: prompts/routing.yaml.
+
+    recency words                 → hot only
+    a date range or years         → a date/year filter; tiers by where the range meets the hot window
+    a clause ("Article 17")       → a filter on the clause field + more weight on the lexical leg
+    identifiers, quoted phrases   → more weight on the lexical leg; both tiers
+    nothing of the above          → cascade: hot first, cold only when hot's best match is weak
+
+Implied filters are soft (dropped, and said so, when they leave nothing); filters given in the
+request are never dropped and win over implied ones on the same field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from indexers.documents import Filters, Range, TierName
+from rag_router.features import QueryFeatures
+
+RouteName = Literal["auto", "hot", "cold", "both"]
+_FIXED: dict[str, tuple[TierName, ...]] = {"hot": ("hot",), "cold": ("cold",), "both": ("hot", "cold")}
+PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    cascade_min_score: float = 0.6
+    weights: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    clause_field: str = "article"
+    min_hits_with_implied_filters: int = 1
+
+    @classmethod
+    def load(cls, path: Path = PROMPTS / "routing.yaml") -> Policy:
+        raw: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return cls(**{f.name: raw[f.name] for f in dataclasses.fields(cls) if f.name in raw})
+
+    def weights_for(self, kind: str) -> dict[str, float]:
+        return dict(self.weights.get(kind) or self.weights.get("default") or {})
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    tiers: tuple[TierName, ...]
+    filters: Filters  # explicit and implied
+    relaxed: Filters  # explicit only: what is searched when the implied filters leave nothing
+    weights: Mapping[str, float]
+    reasons: tuple[str, ...]
+    cascade: bool = False  # hot first; cold only when hot's evidence is weak
+    features: QueryFeatures | None = None
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(self.reasons)
+
+    @property
+    def has_implied_filters(self) -> bool:
+        return self.filters != self.relaxed
+
+
+def plan(
+    features: QueryFeatures | None,
+    requested: RouteName,
+    explicit: Filters,
+    *,
+    policy: Policy,
+    today: dt.date,
+    hot_window_days: int,
+) -> Route:
+    """The route for one query. ``explicit`` are the request's own filters (never dropped)."""
+    if requested != "auto" or features is None:
+        return Route(
+            _FIXED.get(requested, ("hot", "cold")),
+            explicit,
+            explicit,
+            policy.weights_for("default"),
+            (f"route {requested!r} requested",),
+            features=features,
+        )
+    reasons = list(f"note: {n}" for n in features.notes)
+    filters = _implied_time(features, explicit, reasons)
+    filters = _implied_clause(features, filters, policy, reasons)
+    weights = policy.weights_for("default")
+    for kind, present in (
+        ("clause", features.clauses),
+        ("identifier", features.identifiers),
+        ("quoted", features.quoted),
+    ):
+        if present:
+            weights = policy.weights_for(kind)
+            reasons.append(f"{kind} → lexical weight {weights.get('lexical', 1.0):g}")
+            break
+    tiers, cascade = _tiers(features, filters, today, hot_window_days, reasons)
+    return Route(tiers, filters, explicit, weights, tuple(reasons), cascade, features)
+
+
+def _implied_time(features: QueryFeatures, explicit: Filters, reasons: list[str]) -> Filters:
+    implied: Range | None = None
+    key = "date"
+    if features.date_range is not None:
+        r = features.date_range
+        implied = Range(gte=r.gte, lte=r.lte)
+    elif features.years:
+        key = "year"
+        implied = Range(gte=min(features.years), lte=max(features.years))
+    if implied is None:
+        return explicit
+    if explicit.date is not None or explicit.year is not None:
+        reasons.append(f"explicit time filter wins over the implied {key} filter")
+        return explicit
+    reasons.append(f"implied {key} filter {_show(implied)}")
+    if key == "date":
+        return dataclasses.replace(explicit, date=implied)
+    return dataclasses.replace(explicit, year=implied)
+
+
+def _implied_clause(features: QueryFeatures, filters: Filters, policy: Policy, reasons: list[str]) -> Filters:
+    if not features.clauses:
+        return filters
+    name = policy.clause_field
+    if name in filters.keywords:
+        reasons.append(f"explicit {name} filter wins over the clause reference")
+        return filters
+    numbers = tuple(dict.fromkeys(str(c.number) for c in features.clauses))
+    reasons.append(f"clause reference → {name} in {list(numbers)}")
+    return dataclasses.replace(filters, keywords={**filters.keywords, name: numbers})
+
+
+def _tiers(
+    features: QueryFeatures, filters: Filters, today: dt.date, hot_window_days: int, reasons: list[str]
+) -> tuple[tuple[TierName, ...], bool]:
+    window_start = today - dt.timedelta(days=hot_window_days)
+    lo, hi = _bounds(filters)
+    if lo is not None or hi is not None:
+        if hi is not None and hi < window_start:
+            reasons.append(f"time range ends before the hot window ({window_start}) → cold")
+            return ("cold",), False
+        if lo is not None and lo >= window_start:
+            reasons.append(f"time range inside the hot window (from {window_start}) → hot")
+            return ("hot",), False
+        reasons.append("time range spans the hot window's edge → hot and cold")
+        return ("hot", "cold"), False
+    if features.recency:
+        reasons.append("recency words → hot")
+        return ("hot",), False
+    if features.clauses or features.identifiers or features.quoted:
+        reasons.append("precise reference → hot and cold")
+        return ("hot", "cold"), False
+    reasons.append("no routing features → cascade: hot first, cold if hot's match is weak")
+    return ("hot", "cold"), True
+
+
+def _bounds(filters: Filters) -> tuple[dt.date | None, dt.date | None]:
+    if filters.date is not None:
+        r = filters.date
+        return r.gte or r.gt, r.lte or r.lt
+    if filters.year is not None:
+        r = filters.year
+        lo = r.gte if r.gte is not None else (r.gt + 1 if r.gt is not None else None)
+        hi = r.lte if r.lte is not None else (r.lt - 1 if r.lt is not None else None)
+        return (dt.date(lo, 1, 1) if lo else None), (dt.date(hi, 12, 31) if hi else None)
+    return None, None
+
+
+def _show(r: Range) -> str:
+    def fmt(v: Any) -> str:
+        return v.isoformat() if isinstance(v, dt.date) else str(v)
+
+    return f"[{fmt(r.gte) if r.gte is not None else '…'}, {fmt(r.lte) if r.lte is not None else '…'}]"
