@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import logging
 import shutil
 import tempfile
-import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -18,11 +18,11 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from indexers.documents import LEGS, Document, Leg, TierName
+from indexers.documents import LEGS, Document, Leg
 from indexers.load import load_paths
 from indexers.pipeline import IngestReport, Placement
 from rag_router.answer import SearchParams
-from rag_router.evaluate import load_dataset, run_queries
+from rag_router.evaluate import Dataset, load_dataset, run_queries, split_dates
 from rag_router.services import Services, build_services
 from rag_router.settings import Settings, get_settings
 
@@ -135,14 +135,17 @@ def query(
     route: Annotated[str, typer.Option(help="auto | hot | cold | both")] = "auto",
     top_k: Annotated[int, typer.Option(min=1, max=100)] = 5,
     as_json: Annotated[bool, typer.Option("--json", help="print the response as JSON")] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="print the route, its reason and the features")
+    ] = False,
 ) -> None:
     """Run one query and print the hits with their sources."""
     settings = get_settings()
     _setup_logging(settings)
-    asyncio.run(_query(settings, text, route, top_k, as_json))
+    asyncio.run(_query(settings, text, route, top_k, as_json, explain))
 
 
-async def _query(settings: Settings, text: str, route: str, top_k: int, as_json: bool) -> None:
+async def _query(settings: Settings, text: str, route: str, top_k: int, as_json: bool, explain: bool) -> None:
     from rag_router.api.schemas import SearchResponse
 
     async with _services(settings) as services:
@@ -151,22 +154,23 @@ async def _query(settings: Settings, text: str, route: str, top_k: int, as_json:
     if as_json:
         typer.echo(response.model_dump_json(indent=2))
         return
-    console.print(f"[bold]route[/bold] {', '.join(outcome.route.tiers)} — {outcome.route.reason}")
+    route_json = response.route
+    typer.echo(f"route: {', '.join(route_json.tiers)} — {route_json.reason}")
+    if explain:
+        typer.echo(f"filters: {json.dumps(route_json.filters, ensure_ascii=False)}")
+        typer.echo(f"features: {json.dumps(route_json.features, ensure_ascii=False)}")
     for n, hit in enumerate(response.hits, 1):
         title = f" — {hit.title}" if hit.title else ""
         typer.echo(f"[{n}] {hit.doc_id}{title} ({hit.tier}, score {hit.score:.4f})")
         typer.echo(f"    {hit.text[:300]}")
 
 
-def _placer(tier: str, split: float | None) -> Any:
-    """Forced tier, or the deterministic split: crc32(doc id) mod 1000 < split·1000 → hot."""
+def _corpus(dataset: Dataset, split: float | None) -> Iterator[Document]:
+    """The corpus, or with --tier-split the corpus re-dated by ``split_dates`` (placement by date)."""
     if split is None:
-        return tier
-
-    def by_hash(doc: Document) -> TierName:
-        return "hot" if zlib.crc32(doc.id.encode()) % 1000 < split * 1000 else "cold"
-
-    return by_hash
+        return dataset.corpus()
+    today = dt.date.today()
+    return (split_dates(doc, split, today) for doc in dataset.corpus())
 
 
 @app.command("eval")
@@ -189,9 +193,7 @@ def evaluate(
     settings = get_settings(data_dir=data_dir or temp)
     _setup_logging(settings)
     try:
-        report = asyncio.run(
-            _eval(settings, dataset_dir, route, split, _LEGS[legs], _placer(tier, tier_split))
-        )
+        report = asyncio.run(_eval(settings, dataset_dir, route, split, _LEGS[legs], tier, tier_split))
     finally:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
@@ -213,12 +215,19 @@ def evaluate(
 
 
 async def _eval(
-    settings: Settings, path: Path, route: str, split: str, legs: tuple[Leg, ...], placement: Any
+    settings: Settings,
+    path: Path,
+    route: str,
+    split: str,
+    legs: tuple[Leg, ...],
+    tier: str,
+    tier_split: float | None,
 ) -> dict[str, Any]:
     dataset = load_dataset(path, split)
     async with _services(settings) as services:
-        ingest_report = await _ingest_with_progress(services, dataset.corpus(), placement)
+        ingest_report = await _ingest_with_progress(services, _corpus(dataset, tier_split), tier)
         report = await run_queries(services.searcher, dataset, route=route, legs=legs)  # type: ignore[arg-type]
+        report["tiers"] = {name: await t.count() for name, t in services.tiers.items()}
     report["ingest"] = {
         "documents": len(ingest_report.results),
         "chunks_embedded": ingest_report.chunks_embedded,

@@ -8,9 +8,12 @@ their best chunk ranks. Latency is the in-process search time per query.
 from __future__ import annotations
 
 import csv
+import dataclasses
+import datetime as dt
 import gzip
 import json
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +43,21 @@ class Dataset:
                 yield from (d for d in load_jsonl(self.path / name) if isinstance(d, Document))
                 return
         raise FileNotFoundError(f"no corpus.jsonl[.gz] in {self.path}")
+
+
+def split_dates(doc: Document, share_hot: float, today: dt.date) -> Document:
+    """Re-date a document for routing experiments, deterministically by its id.
+
+    h = crc32(id) mod 1000. If h < share_hot·1000 the document is dated h mod 300 days before
+    ``today`` (inside a 365-day hot window), otherwise 2015-01-01 + h·2 days (2015–2020, cold).
+    """
+    h = zlib.crc32(doc.id.encode("utf-8")) % 1000
+    if h < share_hot * 1000:
+        day = today - dt.timedelta(days=h % 300)
+    else:
+        day = dt.date(2015, 1, 1) + dt.timedelta(days=h * 2)
+    metadata = {**doc.metadata, "date": day.isoformat(), "year": day.year}
+    return dataclasses.replace(doc, metadata=metadata)
 
 
 def load_dataset(path: Path, split: str = "test") -> Dataset:

@@ -41,3 +41,19 @@ def test_load_dataset_keeps_judged_queries_and_kinds(tmp_path: Path) -> None:
     ds = load_dataset(tmp_path)
     assert ds.queries == {"q1": "one"} and ds.kinds == {"q1": "clause"} and ds.qrels == {"q1": {"d1": 1}}
     assert [d.id for d in ds.corpus()] == ["d1"]
+
+
+def test_split_dates_is_deterministic_and_places_the_share_hot() -> None:
+    import datetime as dt
+
+    from indexers.documents import Document
+    from indexers.pipeline import place
+    from rag_router.evaluate import split_dates
+
+    today = dt.date(2026, 11, 30)
+    docs = [Document(f"doc-{i}", "t", metadata={"date": "1999-01-01"}) for i in range(2000)]
+    dated = [split_dates(d, 0.3, today) for d in docs]
+    assert dated == [split_dates(d, 0.3, today) for d in docs]
+    hot = sum(place(d, "auto", 365, today) == "hot" for d in dated)
+    assert 0.27 < hot / len(docs) < 0.33
+    assert all(d.year == int(d.metadata["date"][:4]) for d in dated)
