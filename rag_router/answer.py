@@ -168,17 +168,19 @@ class Searcher:
         run = await (
             self._cascade(route, query, deadline) if route.cascade else self._fixed(route, query, deadline)
         )
-        if (
-            route.has_implied_filters
-            and _distinct(run.retrieved) < self._policy.min_hits_with_implied_filters
-        ):
-            relaxed = SearchQuery(query.text, query.terms, query.vector, route.relaxed, query.k, query.legs)
-            retry = await retrieve(self._tiers, ("hot", "cold"), relaxed, deadline=deadline)
-            reason = (
-                f"implied filters left {_distinct(run.retrieved)} hits: dropped them, searched hot and cold"
-            )
-            return _Run(retry, ["hot", "cold"], route.relaxed, [*run.reasons, reason])
-        return run
+        enough = self._policy.min_hits_with_implied_filters
+        if not route.has_implied_filters or _distinct(run.retrieved) >= enough:
+            return run
+        both: tuple[TierName, ...] = ("hot", "cold")
+        if tuple(run.tiers) != both:  # first widen to every tier, keeping the filters
+            wider = await retrieve(self._tiers, both, query, deadline=deadline)
+            if _distinct(wider) >= enough:
+                reason = f"{_distinct(run.retrieved)} hits in {'+'.join(run.tiers)}: widened to hot and cold"
+                return _Run(wider, list(both), run.filters, [*run.reasons, reason])
+        relaxed = SearchQuery(query.text, query.terms, query.vector, route.relaxed, query.k, query.legs)
+        retry = await retrieve(self._tiers, both, relaxed, deadline=deadline)
+        reason = f"implied filters left {_distinct(run.retrieved)} hits: dropped them, searched hot and cold"
+        return _Run(retry, list(both), route.relaxed, [*run.reasons, reason])
 
     async def _fixed(self, route: Route, query: SearchQuery, deadline: float) -> _Run:
         retrieved = await retrieve(self._tiers, route.tiers, query, deadline=deadline)

@@ -246,3 +246,9 @@ def test_cascade_skips_cold_only_when_hot_is_strong(client: TestClient) -> None:
     weak = client.portal.call(searcher(0.99).search, SearchParams(query))
     assert weak.tiers == ["hot", "cold"] and "cold searched too" in "; ".join(weak.reasons)
     assert {h.tier for h in weak.hits} == {"hot", "cold"}
+
+
+def test_a_filter_that_finds_nothing_in_the_routed_tier_widens_to_both_first(client: TestClient) -> None:
+    r = client.post("/v1/search", json={"query": "latest reading of Article 4", "top_k": 1}).json()
+    assert "widened to hot and cold" in r["route"]["reason"]
+    assert r["route"]["filters"] == {"article": ["4"]} and r["hits"][0]["doc_id"] == "udhr-art-4"
