@@ -34,6 +34,16 @@ class Clause:
     number: int
     path: tuple[int, ...]
     span: Span
+    kind: str = "article"  # "article" (Article, Art., 第N条) or "section" (Section, Sec., §, Clause)
+
+    @property
+    def label(self) -> str:
+        """The value a clause filter matches: "17" for Article 17, "3.2" for Section 3.2."""
+        return str(self.number) if self.kind == "article" else ".".join(map(str, self.path[: self.depth]))
+
+    @property
+    def depth(self) -> int:
+        return len(re.findall(r"\d+", self.text.split("(")[0])) or 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +76,13 @@ class QueryFeatures:
             if r is None
             else {"gte": r.gte.isoformat() if r.gte else None, "lte": r.lte.isoformat() if r.lte else None},
             "clauses": [
-                {"text": c.text, "number": c.number, "path": list(c.path), "span": list(c.span)}
+                {
+                    "text": c.text,
+                    "number": c.number,
+                    "path": list(c.path),
+                    "span": list(c.span),
+                    "kind": c.kind,
+                }
                 for c in self.clauses
             ],
             "identifiers": [text for text, _ in self.identifiers],
@@ -277,13 +293,15 @@ def _clauses(query: str, taken: list[Span]) -> list[Clause]:
     for m in _CLAUSES.finditer(query):
         if _overlaps(m.span(), taken):
             continue
+        kind = "article"
         if m.group("en_n"):
             path = [int(m.group("en_n")), *_subdivisions(m.group("en_sub"))]
         elif m.group("sec_n"):
+            kind = "section"
             path = [int(p) for p in m.group("sec_n").split(".")] + _subdivisions(m.group("sec_sub"))
         else:
             path = [chinese_number(g) for g in (m.group("zh_n"), m.group("zh_k"), m.group("zh_x")) if g]
-        out.append(Clause(m.group(0).strip(), path[0], tuple(path), m.span()))
+        out.append(Clause(m.group(0).strip(), path[0], tuple(path), m.span(), kind))
     return out
 
 

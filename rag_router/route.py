@@ -35,7 +35,9 @@ PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
 class Policy:
     cascade_min_score: float = 0.6
     weights: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    clause_field: str = "article"
+    clause_fields: Mapping[str, str] = field(
+        default_factory=lambda: {"article": "article", "section": "section"}
+    )
     min_hits_with_implied_filters: int = 1
 
     @classmethod
@@ -123,15 +125,16 @@ def _implied_time(features: QueryFeatures, explicit: Filters, reasons: list[str]
 
 
 def _implied_clause(features: QueryFeatures, filters: Filters, policy: Policy, reasons: list[str]) -> Filters:
-    if not features.clauses:
-        return filters
-    name = policy.clause_field
-    if name in filters.keywords:
-        reasons.append(f"explicit {name} filter wins over the clause reference")
-        return filters
-    numbers = tuple(dict.fromkeys(str(c.number) for c in features.clauses))
-    reasons.append(f"clause reference → {name} in {list(numbers)}")
-    return dataclasses.replace(filters, keywords={**filters.keywords, name: numbers})
+    keywords = dict(filters.keywords)
+    for kind in dict.fromkeys(c.kind for c in features.clauses):
+        name = policy.clause_fields.get(kind, kind)
+        if name in filters.keywords:
+            reasons.append(f"explicit {name} filter wins over the clause reference")
+            continue
+        values = tuple(dict.fromkeys(c.label for c in features.clauses if c.kind == kind))
+        reasons.append(f"clause reference → {name} in {list(values)}")
+        keywords[name] = values
+    return dataclasses.replace(filters, keywords=keywords) if keywords != filters.keywords else filters
 
 
 def _tiers(

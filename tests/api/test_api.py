@@ -197,7 +197,9 @@ def test_a_clause_reference_routes_to_that_article(client: TestClient) -> None:
         "recency",
         "domain",
     }
-    assert features["clauses"] == [{"text": "Article 4", "number": 4, "path": [4], "span": [10, 19]}]
+    assert features["clauses"] == [
+        {"text": "Article 4", "number": 4, "path": [4], "span": [10, 19], "kind": "article"}
+    ]
     assert r["route"]["filters"] == {"article": ["4"]}
     assert [h["doc_id"] for h in r["hits"]] == ["udhr-art-4"]
     assert "clause" in r["route"]["reason"]
