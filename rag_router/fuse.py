@@ -1,8 +1,11 @@
 """Fusion of ranked legs (``hot.dense``, ``hot.lexical``, ``cold.dense``, ...). Pure.
 
-Reciprocal rank fusion: score(d) = Σ_legs w_leg / (k + rank_leg(d)), ranks from 1.
-With every weight 1 this is plain RRF (Cormack et al., 2009). Hits are deduplicated by
-chunk id and keep the rank and raw score they had in every leg that returned them.
+Two steps. First the tiers' lists of one leg kind are merged by score into one ranking (dense
+scores are cosines in both tiers; lexical scores are BM25 in both), so a tier's weak best match
+does not count as a rank-1 hit. Then reciprocal rank fusion across leg kinds:
+score(d) = Σ_kinds w_kind / (k + rank_kind(d)), ranks from 1 (Cormack et al., 2009); with every
+weight 1 this is plain RRF. Hits are deduplicated by chunk id and keep the rank and raw score they
+had in each tier's leg that returned them.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from indexers.documents import Hit, LegHit, LegScore, StoredChunk, TierName
 class _Acc:
     chunk: StoredChunk
     tier: TierName
-    best_rank: int
+    best: float  # best merged rank, for ties and the hit's tier
     score: float
     legs: dict[str, LegScore]
 
@@ -29,6 +32,24 @@ def leg_tier(leg: str) -> TierName:
     return tier  # type: ignore[return-value]
 
 
+def merge_tiers(legs: Mapping[str, Sequence[LegHit]]) -> dict[str, list[tuple[str, LegHit]]]:
+    """Leg kind → (tier leg name, hit) across tiers, best score first, one entry per chunk."""
+    kinds: dict[str, list[tuple[str, LegHit]]] = {}
+    for name, hits in legs.items():
+        leg_tier(name)
+        kinds.setdefault(name.rsplit(".", 1)[-1], []).extend((name, h) for h in hits)
+    merged: dict[str, list[tuple[str, LegHit]]] = {}
+    for kind, entries in kinds.items():
+        seen: set[str] = set()
+        ranked = []
+        for name, hit in sorted(entries, key=lambda e: -e[1].score):
+            if hit.chunk.chunk_id not in seen:
+                seen.add(hit.chunk.chunk_id)
+                ranked.append((name, hit))
+        merged[kind] = ranked
+    return merged
+
+
 def rrf(
     legs: Mapping[str, Sequence[LegHit]],
     *,
@@ -36,26 +57,20 @@ def rrf(
     weights: Mapping[str, float] | None = None,
     limit: int | None = None,
 ) -> list[Hit]:
-    """Fuse named legs; ``weights`` maps a leg name or its kind ("dense", "lexical") to a weight."""
+    """Fuse named legs; ``weights`` maps a leg kind ("dense", "lexical") to a weight."""
     acc: dict[str, _Acc] = {}
-    for leg, hits in legs.items():
-        weight = _weight(leg, weights)
-        for rank, hit in enumerate(hits, 1):
-            contribution = weight / (k + rank)
+    for kind, ranked in merge_tiers(legs).items():
+        weight = (weights or {}).get(kind, 1.0)
+        for rank, (name, hit) in enumerate(ranked, 1):
             entry = acc.get(hit.chunk.chunk_id)
             if entry is None:
-                entry = acc[hit.chunk.chunk_id] = _Acc(hit.chunk, leg_tier(leg), rank, 0.0, {})
-            elif rank < entry.best_rank:
-                entry.tier, entry.best_rank = leg_tier(leg), rank
-            entry.score += contribution
-            entry.legs[leg] = LegScore(rank=rank, score=hit.score)
-    fused = sorted(acc.values(), key=lambda e: (-e.score, e.best_rank, e.chunk.chunk_id))
+                entry = acc[hit.chunk.chunk_id] = _Acc(hit.chunk, leg_tier(name), rank, 0.0, {})
+            elif rank < entry.best:
+                entry.tier, entry.best = leg_tier(name), rank
+            entry.score += weight / (k + rank)
+    for name, hits in legs.items():
+        for rank, hit in enumerate(hits, 1):
+            if hit.chunk.chunk_id in acc:
+                acc[hit.chunk.chunk_id].legs[name] = LegScore(rank=rank, score=hit.score)
+    fused = sorted(acc.values(), key=lambda e: (-e.score, e.best, e.chunk.chunk_id))
     return [Hit(e.chunk, e.score, e.tier, e.legs) for e in fused[:limit]]
-
-
-def _weight(leg: str, weights: Mapping[str, float] | None) -> float:
-    if not weights:
-        return 1.0
-    if leg in weights:
-        return weights[leg]
-    return weights.get(leg.rsplit(".", 1)[-1], 1.0)
