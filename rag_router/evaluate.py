@@ -103,6 +103,7 @@ async def run_queries(
 ) -> dict[str, Any]:
     run: dict[str, list[str]] = {}
     latencies: list[float] = []
+    touched_cold = 0
     for qid, text in dataset.queries.items():
         started = time.perf_counter()
         outcome = await searcher.search(
@@ -110,7 +111,9 @@ async def run_queries(
         )
         latencies.append((time.perf_counter() - started) * 1000)
         run[qid] = hits_by_doc(outcome.hits)[:100]
+        touched_cold += "cold" in outcome.tiers
     report: dict[str, Any] = score(run, dataset.qrels)
+    report["cold_share"] = touched_cold / len(run) if run else 0.0
     report["latency_ms_p50"] = float(np.percentile(latencies, 50)) if latencies else 0.0
     report["latency_ms_p99"] = float(np.percentile(latencies, 99)) if latencies else 0.0
     report["queries"] = len(run)
