@@ -59,7 +59,8 @@ def test_eval_json_on_a_beir_folder(env: Path) -> None:
         "latency_ms_p50",
         "latency_ms_p99",
         "queries",
+        "cold_share",
     ):
         assert key in report
-    assert report["queries"] == 2 and report["success@1"] == 1.0
+    assert report["queries"] == 2 and report["success@1"] == 1.0 and report["cold_share"] == 1.0
     assert set(report["by_kind"]) == {"topic", "clause"} and report["by_kind"]["clause"]["queries"] == 1
