@@ -64,15 +64,11 @@ def metadata_year(metadata: Mapping[str, Any]) -> int | None:
     return date.year if date else None
 
 
-@dataclass(frozen=True, slots=True)
-class Document:
-    """A source document as it arrives: text plus optional title and metadata."""
+class _Dated:
+    """``date`` and ``year`` read from ``metadata`` (shared by Document and Chunk)."""
 
-    id: str
-    text: str
-    title: str | None = None
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-    tenant: str = DEFAULT_TENANT
+    __slots__ = ()
+    metadata: Mapping[str, Any]
 
     @property
     def date(self) -> dt.date | None:
@@ -82,13 +78,22 @@ class Document:
     def year(self) -> int | None:
         return metadata_year(self.metadata)
 
-    @property
-    def fingerprint(self) -> str:
-        return content_hash(self.title or "", self.text, repr(sorted(self.metadata.items())))
+
+@dataclass(frozen=True, slots=True)
+class Document(_Dated):
+    """A source document as it arrives: text plus optional title and metadata."""
+
+    id: str
+    text: str
+    title: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    tenant: str = DEFAULT_TENANT
+
+
 
 
 @dataclass(frozen=True, slots=True)
-class Chunk:
+class Chunk(_Dated):
     """A token-bounded piece of a document; the unit that is embedded, stored and retrieved."""
 
     chunk_id: str
@@ -108,13 +113,6 @@ class Chunk:
         """What the embedder and the lexical analyzer see: the title gives a chunk its context."""
         return f"{self.title}\n{self.text}" if self.title else self.text
 
-    @property
-    def date(self) -> dt.date | None:
-        return parse_date(self.metadata.get("date"))
-
-    @property
-    def year(self) -> int | None:
-        return metadata_year(self.metadata)
 
     @property
     def tags(self) -> tuple[str, ...]:
