@@ -90,8 +90,6 @@ class Document(_Dated):
     tenant: str = DEFAULT_TENANT
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class Chunk(_Dated):
     """A token-bounded piece of a document; the unit that is embedded, stored and retrieved."""
@@ -112,7 +110,6 @@ class Chunk(_Dated):
     def embed_text(self) -> str:
         """What the embedder and the lexical analyzer see: the title gives a chunk its context."""
         return f"{self.title}\n{self.text}" if self.title else self.text
-
 
     @property
     def tags(self) -> tuple[str, ...]:

@@ -52,8 +52,8 @@ def chinese_number(text: str) -> int:
 _HEADINGS: list[tuple[str, re.Pattern[str]]] = [
     ("article", re.compile(r"^\s*(?:Article|Art\.)\s+(\d{1,4})\b", re.IGNORECASE)),
     ("section", re.compile(r"^\s*(?:Section|Sec\.|§)\s*(\d{1,4}(?:\.\d{1,3})*)\b", re.IGNORECASE)),
-    ("article", re.compile(rf"^\s*第([{CN_NUMERALS}\d]+)条")),
-    ("chapter", re.compile(rf"^\s*第([{CN_NUMERALS}\d]+)章")),
+    ("article", re.compile(rf"^\s*第(\d+|[{CN_NUMERALS}]+)条")),
+    ("chapter", re.compile(rf"^\s*第(\d+|[{CN_NUMERALS}]+)章")),
     ("chapter", re.compile(r"^\s*Chapter\s+(\d{1,3}|[IVXLC]{1,6})\b", re.IGNORECASE)),
 ]
 

@@ -135,7 +135,7 @@ _RANGES: list[tuple[re.Pattern[str], str]] = [
 ]
 _EXCLUSIVE = re.compile(r"^(?:after|before|prior)|之后|以后|后$|之前|以前|前$", re.I)
 
-_CN = rf"[{_CN_NUM}\d]+"
+_CN = rf"(?:\d+|[{_CN_NUM}]+)"
 _RELATIVE: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\blast\s+year\b|去年", re.I), "last_year"),
     (re.compile(r"\bthis\s+year\b|今年", re.I), "this_year"),
@@ -258,10 +258,13 @@ def _date_range(
         if kind == "gte":
             return DateRange(dt.date(first + exclusive, 1, 1), None, m.span())
         return DateRange(None, dt.date(first - exclusive, 12, 31), m.span())
-    return _relative(query, today)
+    return _relative(query, today, notes)
 
 
-def _relative(query: str, today: dt.date) -> DateRange | None:
+_MAX_MONTHS_BACK = 12 * 200
+
+
+def _relative(query: str, today: dt.date, notes: list[str]) -> DateRange | None:
     for pattern, kind in _RELATIVE:
         m = pattern.search(query)
         if m is None:
@@ -279,6 +282,9 @@ def _relative(query: str, today: dt.date) -> DateRange | None:
         raw = next(g for g in m.groups() if g)
         n = _WORDS.get(raw.lower()) or chinese_number(raw)
         months = n * 12 if kind == "years" else n
+        if not 0 < months <= _MAX_MONTHS_BACK:
+            notes.append(f"relative range {m.group(0)!r} is out of bounds; ignored")
+            return None
         return DateRange(_months_before(today, months), today, m.span())
     return None
 

@@ -121,3 +121,69 @@ def test_domain_from_a_keyword_table() -> None:
     assert extract("liability under Article 82", today=TODAY, domains=domains).domain == "legal"
     assert extract("clinical outcomes of patients", today=TODAY, domains=domains).domain == "medical"
     assert extract("boundary layer", today=TODAY, domains=domains).domain is None
+
+
+@pytest.mark.parametrize(
+    "query", ["papers from the past 5000 years", "近一万年的气候", "last 0 years", "近零年"]
+)
+def test_absurd_relative_ranges_are_ignored_and_noted(query: str) -> None:
+    f = extract(query, today=TODAY)
+    assert f.date_range is None and f.notes and "out of bounds" in f.notes[0]
+
+
+def test_no_query_makes_extraction_or_routing_fail() -> None:
+    """Random mixtures of the trigger words (seeded): features and routes never raise."""
+    import random
+
+    from rag_router.filters import parse_filters
+    from rag_router.route import Policy, plan
+
+    words = [
+        "Article",
+        "Art.",
+        "§",
+        "Section",
+        "第",
+        "条",
+        "款",
+        "十",
+        "千",
+        "万",
+        "零",
+        "2019",
+        "2100",
+        "1899",
+        "年",
+        "至",
+        "以来",
+        "之前",
+        "since",
+        "before",
+        "between",
+        "and",
+        "–",
+        "last",
+        "past",
+        "years",
+        "近",
+        "个月",
+        "最新",
+        "“",
+        "”",
+        "「",
+        "(1)",
+        "(a)",
+        "(iv)",
+        "C-131/12",
+        "FY",
+        "$",
+        "page",
+        "99999",
+        "3.2",
+    ]
+    rng, policy = random.Random(7), Policy.load()
+    for _ in range(3000):
+        query = " ".join(rng.choice(words) for _ in range(rng.randint(1, 8)))
+        features = extract(query, today=TODAY)
+        plan(features, "auto", parse_filters(None), policy=policy, today=TODAY, hot_window_days=365)
+        features.to_json()
