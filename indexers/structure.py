@@ -1,4 +1,5 @@
-"""Structure from headings: "Article 17 …", "Art. 5", "Section 3.2", "§ 4", "第十七条", "第三章".
+"""Structure from headings: "Article 17 …", "Article IV", "Amendment XIV", "Section 3.2", "§ 4",
+"第十七条", "第三章".
 
 A document whose metadata lacks ``article`` / ``section`` / ``chapter`` gets them from its title
 or first line, so that the router's clause filters work on corpora that were not annotated.
@@ -49,8 +50,22 @@ def chinese_number(text: str) -> int:
     return total + section + digit
 
 
+_ROMAN_VALUES = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100}
+ROMAN = r"(?-i:[IVXLC]{1,7})"
+
+
+def roman_number(text: str) -> int:
+    """ "XIV" → 14 (subtractive notation); raises ValueError for anything else."""
+    values = [_ROMAN_VALUES[ch] for ch in text]  # KeyError for non-numerals
+    total = sum(-v if i + 1 < len(values) and v < values[i + 1] else v for i, v in enumerate(values))
+    if total <= 0:
+        raise ValueError(f"not a Roman numeral: {text!r}")
+    return total
+
+
 _HEADINGS: list[tuple[str, re.Pattern[str]]] = [
-    ("article", re.compile(r"^\s*(?:Article|Art\.)\s+(\d{1,4})\b", re.IGNORECASE)),
+    ("article", re.compile(rf"^\s*(?:Article|Art\.)\s+(\d{{1,4}}|{ROMAN})\b", re.IGNORECASE)),
+    ("amendment", re.compile(rf"^\s*Amendment\s+(\d{{1,2}}|{ROMAN})\b")),
     ("section", re.compile(r"^\s*(?:Section|Sec\.|§)\s*(\d{1,4}(?:\.\d{1,3})*)\b", re.IGNORECASE)),
     ("article", re.compile(rf"^\s*第(\d+|[{CN_NUMERALS}]+)条")),
     ("chapter", re.compile(rf"^\s*第(\d+|[{CN_NUMERALS}]+)章")),
@@ -69,9 +84,15 @@ def heading_metadata(title: str | None, text: str, metadata: Mapping[str, Any]) 
             m = pattern.match(source)
             if m:
                 raw = m.group(1)
-                found[key] = chinese_number(raw) if raw[0] in CN_NUMERALS else _number(raw)
+                found[key] = _value(key, raw)
     return found
 
 
-def _number(raw: str) -> int | str:
-    return int(raw) if raw.isdigit() else raw
+def _value(key: str, raw: str) -> int | str:
+    if raw.isdigit():
+        return int(raw)
+    if raw[0] in CN_NUMERALS:
+        return chinese_number(raw)
+    if key in ("article", "amendment"):
+        return roman_number(raw)
+    return raw

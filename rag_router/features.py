@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from indexers.structure import CN_NUMERALS, chinese_number
+from indexers.structure import CN_NUMERALS, ROMAN, chinese_number, roman_number
 
 Span = tuple[int, int]
 
@@ -34,12 +34,13 @@ class Clause:
     number: int
     path: tuple[int, ...]
     span: Span
-    kind: str = "article"  # "article" (Article, Art., 第N条) or "section" (Section, Sec., §, Clause)
+    # "article" (Article, Art., 第N条), "section" (Section, Sec., §, Clause) or "amendment"
+    kind: str = "article"
 
     @property
     def label(self) -> str:
         """The value a clause filter matches: "17" for Article 17, "3.2" for Section 3.2."""
-        return str(self.number) if self.kind == "article" else ".".join(map(str, self.path[: self.depth]))
+        return str(self.number) if self.kind != "section" else ".".join(map(str, self.path[: self.depth]))
 
     @property
     def depth(self) -> int:
@@ -159,8 +160,17 @@ _RELATIVE: list[tuple[re.Pattern[str], str]] = [
 _WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "ten": 10}
 
 _SUB = r"\((?:\d{1,3}|[a-z]{1,4})\)"
+_ORDINAL_WORDS = (
+    "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth thirteenth "
+    "fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth twentieth"
+)
+_ORDINALS = {w: i for i, w in enumerate(_ORDINAL_WORDS.split(" "), 1)}
+_ORDINALS |= {f"twenty{sep}{w}": 20 + i for sep in ("-", " ") for w, i in list(_ORDINALS.items())[:7]}
+_ORDINAL = "|".join(sorted((re.escape(w) for w in _ORDINALS), key=len, reverse=True))
 _CLAUSES = re.compile(
-    rf"\b(?P<en>Articles?|Arts?\.?)\s*(?P<en_n>\d{{1,4}})(?P<en_sub>(?:{_SUB})*)"
+    rf"\b(?P<en>Articles?|Arts?\.?)\s*(?P<en_n>\d{{1,4}}|{ROMAN}\b)(?P<en_sub>(?:{_SUB})*)"
+    rf"|\b(?-i:Amendment)\s+(?P<am_n>\d{{1,2}}|{ROMAN})\b"
+    rf"|\b(?P<am_ord>\d{{1,2}}(?:st|nd|rd|th)|{_ORDINAL})\s+(?-i:Amendment)\b"
     rf"|(?P<sec>§§?|\bSections?\b|\bSec\.|\bClauses?\b)\s*(?P<sec_n>\d{{1,4}}(?:\.\d{{1,3}})*)(?P<sec_sub>(?:{_SUB})*)"
     rf"|第(?P<zh_n>{_CN})条(?:第(?P<zh_k>{_CN})款)?(?:第(?P<zh_x>{_CN})项)?",
     re.IGNORECASE,
@@ -301,7 +311,14 @@ def _clauses(query: str, taken: list[Span]) -> list[Clause]:
             continue
         kind = "article"
         if m.group("en_n"):
-            path = [int(m.group("en_n")), *_subdivisions(m.group("en_sub"))]
+            raw = m.group("en_n")
+            if not raw.isdigit() and not _roman_article(m.group("en"), raw):
+                continue
+            number = int(raw) if raw.isdigit() else roman_number(raw)
+            path = [number, *_subdivisions(m.group("en_sub"))]
+        elif m.group("am_n") or m.group("am_ord"):
+            kind = "amendment"
+            path = [_amendment_number(m.group("am_n") or m.group("am_ord"))]
         elif m.group("sec_n"):
             kind = "section"
             path = [int(p) for p in m.group("sec_n").split(".")] + _subdivisions(m.group("sec_sub"))
@@ -309,6 +326,22 @@ def _clauses(query: str, taken: list[Span]) -> list[Clause]:
             path = [chinese_number(g) for g in (m.group("zh_n"), m.group("zh_k"), m.group("zh_x")) if g]
         out.append(Clause(m.group(0).strip(), path[0], tuple(path), m.span(), kind))
     return out
+
+
+def _amendment_number(raw: str) -> int:
+    """ "XIV", "14", "14th", "Fourteenth", "Twenty-fifth" → the amendment's number."""
+    if raw[0].isdigit():
+        return int(re.match(r"\d+", raw).group(0))  # type: ignore[union-attr]
+    return _ORDINALS.get(raw.lower()) or roman_number(raw)
+
+
+def _roman_article(keyword: str, numeral: str) -> bool:
+    """ "Article IV", "art. II": yes; "the article I wrote": no (a lone I after a lowercase keyword)."""
+    try:
+        roman_number(numeral)
+    except (KeyError, ValueError):
+        return False
+    return keyword[0].isupper() or len(numeral) > 1
 
 
 def _subdivisions(raw: str | None) -> list[int]:

@@ -36,7 +36,7 @@ class Policy:
     cascade_min_score: float = 0.6
     weights: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     clause_fields: Mapping[str, str] = field(
-        default_factory=lambda: {"article": "article", "section": "section"}
+        default_factory=lambda: {"article": "article", "section": "section", "amendment": "amendment"}
     )
     min_hits_with_implied_filters: int = 1
 

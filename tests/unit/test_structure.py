@@ -18,6 +18,9 @@ from indexers.structure import heading_metadata
         ("Article 17 Right to erasure", "", {"article": 99}, {}),  # metadata wins
         ("An article about privacy", "Articles are written ...", {}, {}),
         ("Chapter IV Controller and processor", "", {}, {"chapter": "IV"}),
+        ("Article I, Section 1", "All legislative Powers ...", {"section": 1}, {"article": 1}),
+        ("Article XIV", "", {}, {"article": 14}),
+        ("Amendment XXVI", "Section 1. The right of citizens ...", {}, {"amendment": 26, "section": 1}),
     ],
 )
 def test_heading_metadata(
