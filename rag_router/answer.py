@@ -5,6 +5,7 @@ Answer generation (prompt compiler, LLM) plugs in after fusion.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import time
@@ -177,6 +178,19 @@ class Searcher:
             if _distinct(wider) >= enough:
                 reason = f"{_distinct(run.retrieved)} hits in {'+'.join(run.tiers)}: widened to hot and cold"
                 return _Run(wider, list(both), run.filters, [*run.reasons, reason])
+        secondary = [
+            k
+            for k in self._policy.relax_first
+            if k in query.filters.keywords and k not in route.relaxed.keywords
+        ]
+        if secondary and len(query.filters.keywords) > len(secondary):  # then drop sub-level clause filters
+            keywords = {k: v for k, v in query.filters.keywords.items() if k not in secondary}
+            narrower = dataclasses.replace(query.filters, keywords=keywords)
+            partial = dataclasses.replace(query, filters=narrower)
+            found = await retrieve(self._tiers, both, partial, deadline=deadline)
+            if _distinct(found) >= enough:
+                reason = f"nothing matched with {', '.join(secondary)}: dropped {', '.join(secondary)}"
+                return _Run(found, list(both), narrower, [*run.reasons, reason])
         relaxed = SearchQuery(query.text, query.terms, query.vector, route.relaxed, query.k, query.legs)
         retry = await retrieve(self._tiers, both, relaxed, deadline=deadline)
         reason = f"implied filters left {_distinct(run.retrieved)} hits: dropped them, searched hot and cold"

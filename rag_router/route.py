@@ -39,11 +39,15 @@ class Policy:
         default_factory=lambda: {"article": "article", "section": "section", "amendment": "amendment"}
     )
     min_hits_with_implied_filters: int = 1
+    relax_first: tuple[str, ...] = ("section",)
 
     @classmethod
     def load(cls, path: Path = PROMPTS / "routing.yaml") -> Policy:
         raw: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
-        return cls(**{f.name: raw[f.name] for f in dataclasses.fields(cls) if f.name in raw})
+        values = {f.name: raw[f.name] for f in dataclasses.fields(cls) if f.name in raw}
+        if "relax_first" in values:
+            values["relax_first"] = tuple(values["relax_first"])
+        return cls(**values)
 
     def weights_for(self, kind: str) -> dict[str, float]:
         return dict(self.weights.get(kind) or self.weights.get("default") or {})

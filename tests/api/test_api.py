@@ -254,3 +254,9 @@ def test_a_filter_that_finds_nothing_in_the_routed_tier_widens_to_both_first(cli
     r = client.post("/v1/search", json={"query": "latest reading of Article 4", "top_k": 1}).json()
     assert "widened to hot and cold" in r["route"]["reason"]
     assert r["route"]["filters"] == {"article": ["4"]} and r["hits"][0]["doc_id"] == "udhr-art-4"
+
+
+def test_a_sub_level_that_matches_nothing_is_dropped_before_the_article(client: TestClient) -> None:
+    r = client.post("/v1/search", json={"query": "Article 4, Section 2", "top_k": 2}).json()
+    assert "dropped section" in r["route"]["reason"]
+    assert r["route"]["filters"] == {"article": ["4"]} and [h["doc_id"] for h in r["hits"]] == ["udhr-art-4"]
