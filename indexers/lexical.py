@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import re
 import threading
 from collections import Counter
@@ -92,8 +91,3 @@ def bm25_document_vector(
 def bm25_query_vector(terms: Sequence[str]) -> tuple[list[int], list[float]]:
     indices = sorted({term_id(t) for t in terms})
     return indices, [1.0] * len(indices)
-
-
-def idf(n_docs: int, doc_freq: int) -> float:
-    """Lucene's BM25 IDF, the same formula Qdrant's IDF modifier uses."""
-    return math.log(1.0 + (n_docs - doc_freq + 0.5) / (doc_freq + 0.5))

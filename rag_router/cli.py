@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -22,14 +22,13 @@ from indexers.documents import LEGS, Document, Leg
 from indexers.load import load_paths
 from indexers.pipeline import IngestReport, Placement
 from rag_router.answer import SearchParams
-from rag_router.evaluate import Dataset, load_dataset, run_queries, split_dates
+from rag_router.evaluate import SUMMARY_KEYS, Dataset, load_dataset, run_queries, split_dates
 from rag_router.services import Services, build_services
 from rag_router.settings import Settings, get_settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Hybrid RAG retrieval service.")
 console = Console(stderr=True)
 
-LegsOption = Literal["bm25", "dense", "hybrid"]
 _LEGS: dict[str, tuple[Leg, ...]] = {"bm25": ("lexical",), "dense": ("dense",), "hybrid": LEGS}
 
 
@@ -201,15 +200,7 @@ def evaluate(
         typer.echo(json.dumps(report, indent=2))
         return
     table = Table(title=f"{dataset_dir.name} · route {route} · legs {legs}")
-    for key in (
-        "ndcg@10",
-        "recall@100",
-        "mrr@10",
-        "success@1",
-        "latency_ms_p50",
-        "latency_ms_p99",
-        "queries",
-    ):
+    for key in SUMMARY_KEYS:
         table.add_row(key, f"{report[key]:.4f}" if isinstance(report[key], float) else str(report[key]))
     Console().print(table)
 

@@ -28,6 +28,17 @@ from rag_router.answer import Searcher, SearchParams, hits_by_doc
 from rag_router.route import RouteName
 
 Qrels = dict[str, dict[str, int]]
+# The headline figures of a report, in the order people read them.
+SUMMARY_KEYS = (
+    "ndcg@10",
+    "recall@100",
+    "mrr@10",
+    "success@1",
+    "cold_share",
+    "latency_ms_p50",
+    "latency_ms_p99",
+    "queries",
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -175,7 +175,6 @@ _CLAUSES = re.compile(
     rf"|第(?P<zh_n>{_CN})条(?:第(?P<zh_k>{_CN})款)?(?:第(?P<zh_x>{_CN})项)?",
     re.IGNORECASE,
 )
-_ROMAN = {"i": 1, "ii": 2, "iii": 3, "iv": 4, "v": 5, "vi": 6, "vii": 7, "viii": 8, "ix": 9, "x": 10}
 
 _QUOTES = re.compile(r"“([^”]{2,200})”|\"([^\"]{2,200})\"|「([^」]{1,200})」|『([^』]{1,200})』")
 _RECENCY = re.compile(
@@ -352,8 +351,8 @@ def _subdivisions(raw: str | None) -> list[int]:
         if part.isdigit():
             out.append(int(part))
             after_letter = False
-        elif part.lower() in _ROMAN and (after_letter or len(part) > 1):
-            out.append(_ROMAN[part.lower()])
+        elif set(part.lower()) <= set("ivx") and (after_letter or len(part) > 1):
+            out.append(roman_number(part.upper()))
         else:
             out.append(ord(part.lower()[0]) - ord("a") + 1)
             after_letter = True
