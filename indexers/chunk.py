@@ -1,28 +1,53 @@
-"""Document → Chunks: token-bounded, sentence-aware (English and CJK), with overlap.
+"""Document → Chunks: structure-aware, token-bounded, sentence-aware (English and CJK), with overlap.
 
-Token counts come from the embedder's own tokenizer, so a chunk never exceeds what the
-model reads. Ids are deterministic, ``{doc_id}#{n}``: re-chunking the same text gives the
-same ids, so a re-ingest overwrites instead of duplicating.
+The text is first cut at heading lines (``indexers.structure.split_sections``): each section
+is packed on its own, so no chunk straddles an article, and its chunks carry the section's
+article / section / chapter. Token counts come from the embedder's own tokenizer, so a chunk
+never exceeds what the model reads. Paged sources (PDF) give each chunk the ``page`` it
+starts on. Ids are deterministic, ``{doc_id}#{n}``: re-chunking the same text gives the same
+ids, so a re-ingest overwrites instead of duplicating.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from indexers.documents import Chunk, Document
+from indexers.structure import split_sections
 
 TokenCounter = Callable[[Sequence[str]], list[int]]
 
 # A sentence ends at . ! ? (plus closing quotes/brackets) before whitespace, at CJK 。！？,
-# or at a line break. Abbreviations like "e.g. the" may split early; that only costs a
+# or at a blank line. A single line break is not an end: PDF and e-mail text is hard-wrapped
+# mid-sentence. Abbreviations like "e.g. the" may split early; that only costs a
 # slightly shorter chunk, never lost text.
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+|(?<=[。！？；])|\n+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+|(?<=[。！？；])|\n\s*\n")
 
 
 def split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+    return [s for _, s in sentence_spans(text)]
+
+
+def sentence_spans(text: str) -> list[tuple[int, str]]:
+    """(offset, sentence) pairs; sentences are stripped, offsets point at their first character."""
+    spans, start = [], 0
+    for m in _SENTENCE_END.finditer(text):
+        spans.append((start, text[start : m.start()]))
+        start = m.end()
+    spans.append((start, text[start:]))
+    out = []
+    for offset, raw in spans:
+        stripped = raw.strip()
+        if stripped:
+            out.append((offset + len(raw) - len(raw.lstrip()), stripped))
+    return out
+
+
+Piece = tuple[str, int, int]  # text, tokens, offset in the document
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,29 +63,35 @@ class Chunker:
     overlap_tokens: int = 32
 
     def chunk(self, doc: Document) -> list[Chunk]:
-        pieces = list(self._pieces(doc.text))
-        return [
-            Chunk(
-                chunk_id=f"{doc.id}#{n}",
-                doc_id=doc.id,
-                n=n,
-                text=text,
-                title=doc.title,
-                metadata=dict(doc.metadata),
-                tenant=doc.tenant,
-            )
-            for n, text in enumerate(self._pack(pieces))
-        ]
+        chunks: list[Chunk] = []
+        for section in split_sections(doc.text, doc.metadata):
+            for offset, text in self._pack(list(self._pieces(section.text, section.start))):
+                metadata: dict[str, Any] = dict(section.metadata)
+                if doc.page_starts:
+                    metadata["page"] = bisect.bisect_right(doc.page_starts, offset)
+                n = len(chunks)
+                chunks.append(
+                    Chunk(
+                        chunk_id=f"{doc.id}#{n}",
+                        doc_id=doc.id,
+                        n=n,
+                        text=text,
+                        title=doc.title,
+                        metadata=metadata,
+                        tenant=doc.tenant,
+                    )
+                )
+        return chunks
 
-    def _pieces(self, text: str) -> Iterator[tuple[str, int]]:
-        sentences = split_sentences(text)
-        if not sentences:
+    def _pieces(self, text: str, base: int) -> Iterator[Piece]:
+        spans = sentence_spans(text)
+        if not spans:
             return
-        for sentence, tokens in zip(sentences, self.count_tokens(sentences), strict=True):
+        for (offset, sentence), tokens in zip(spans, self.count_tokens([s for _, s in spans]), strict=True):
             if tokens <= self.max_tokens:
-                yield sentence, tokens
+                yield sentence, tokens, base + offset
             else:
-                yield from self._split_long(sentence)
+                yield from ((p, t, base + offset) for p, t in self._split_long(sentence))
 
     def _split_long(self, sentence: str) -> Iterator[tuple[str, int]]:
         """A sentence longer than a chunk is cut at word (or, for CJK, character) boundaries."""
@@ -78,22 +109,23 @@ class Chunker:
         if start < len(units):
             yield joiner.join(units[start:]), used
 
-    def _pack(self, pieces: list[tuple[str, int]]) -> Iterator[str]:
-        current: list[tuple[str, int]] = []
+    def _pack(self, pieces: list[Piece]) -> Iterator[tuple[int, str]]:
+        """(offset of the first piece, text) per chunk."""
+        current: list[Piece] = []
         used = 0
         for piece in pieces:
             if current and used + piece[1] > self.max_tokens:
-                yield " ".join(p for p, _ in current)
+                yield current[0][2], " ".join(p[0] for p in current)
                 current, used = self._overlap(current)
                 if used + piece[1] > self.max_tokens:
                     current, used = [], 0
             current.append(piece)
             used += piece[1]
         if current:
-            yield " ".join(p for p, _ in current)
+            yield current[0][2], " ".join(p[0] for p in current)
 
-    def _overlap(self, chunk: list[tuple[str, int]]) -> tuple[list[tuple[str, int]], int]:
-        kept: list[tuple[str, int]] = []
+    def _overlap(self, chunk: list[Piece]) -> tuple[list[Piece], int]:
+        kept: list[Piece] = []
         used = 0
         for piece in reversed(chunk[1:]):  # never repeat a whole chunk
             if used + piece[1] > self.overlap_tokens:

@@ -88,6 +88,7 @@ class Document(_Dated):
     title: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
     tenant: str = DEFAULT_TENANT
+    page_starts: tuple[int, ...] = ()  # paged sources (PDF): offset in ``text`` of each page
 
 
 @dataclass(frozen=True, slots=True)

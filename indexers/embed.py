@@ -7,6 +7,7 @@ fp16 when a GPU is present, and returns L2-normalised float32 vectors (cosine = 
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 from collections.abc import Iterator, Sequence
@@ -126,6 +127,9 @@ class SentenceTransformerEmbedder:
         if self.device.startswith("cuda"):
             self._model.half()
         self._tokenizer = self._model.tokenizer
+        # Counting (no truncation) gets its own tokenizer: a Rust tokenizer whose truncation
+        # setting changes while another thread encodes raises "Already borrowed".
+        self._counter = copy.deepcopy(self._tokenizer)
         self._max_len = int(self._model.max_seq_length or 512)
         self._max_batch = max_batch
         self._max_batch_tokens = max_batch_tokens
@@ -147,21 +151,25 @@ class SentenceTransformerEmbedder:
         """Tokens per text without special tokens (what a chunk's text costs)."""
         if not texts:
             return []
-        encoded = self._tokenizer(list(texts), add_special_tokens=False, truncation=False)["input_ids"]
+        encoded = self._counter(list(texts), add_special_tokens=False, truncation=False)["input_ids"]
         return [len(ids) for ids in encoded]
 
     def embed(self, texts: Sequence[str]) -> Vector:
+        """Tokenize once, then run length-sorted, token-bounded batches through the model."""
+        import torch
+
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
         if not texts:
             return out
-        lengths = [min(n + 2, self._max_len) for n in self.count_tokens(texts)]
-        for batch in token_batches(lengths, max_batch=self._max_batch, max_tokens=self._max_batch_tokens):
-            vectors = self._model.encode(
-                [texts[i] for i in batch],
-                batch_size=len(batch),
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-            out[batch] = np.asarray(vectors, dtype=np.float32)
+        encoded = self._tokenizer(list(texts), truncation=True, max_length=self._max_len)
+        ids: list[list[int]] = encoded["input_ids"]
+        lengths = [len(i) for i in ids]
+        with torch.inference_mode():
+            for batch in token_batches(lengths, max_batch=self._max_batch, max_tokens=self._max_batch_tokens):
+                features = self._tokenizer.pad(
+                    {"input_ids": [ids[i] for i in batch]}, padding=True, return_tensors="pt"
+                )
+                features = {k: v.to(self.device, non_blocking=True) for k, v in features.items()}
+                vectors = self._model(features)["sentence_embedding"]
+                out[batch] = vectors.float().cpu().numpy()
         return out

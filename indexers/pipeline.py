@@ -1,9 +1,20 @@
-"""The ingest flow, top to bottom: load → chunk → place → diff → embed → write → clean up.
+"""The ingest flow, top to bottom: read + chunk → diff → embed → write → acknowledge.
 
-Idempotent by content hash: a chunk whose text, title and metadata are unchanged in the
-tier it belongs to is neither re-embedded nor re-written; a changed document's stale
-chunks (and its copies in the other tier, if it moved) are deleted only after its new
-chunks are durable, so a document is never missing mid-update.
+Three stages run at once, joined by bounded queues (back-pressure: a slow embedder stalls
+reading, so memory stays flat whatever the corpus size):
+
+1. **plan** (worker thread): pull documents from the iterator, chunk them, until a batch
+   holds ``batch_chunks`` chunks; then compare with what the tiers hold.
+2. **embed**: chunks not stored unchanged are looked up in the embedding cache; the misses
+   go to the embedder in one call (it sorts them by length into token-bounded batches).
+3. **write**: upsert into the target tier, delete stale chunks (a changed document's
+   leftovers, its copy in the other tier), then report the batch's documents as done.
+
+Idempotent by content hash: a chunk whose text, title and metadata are unchanged in the tier
+it belongs to is neither re-embedded nor re-written; a changed document's stale chunks are
+deleted only after its new chunks are durable, so a document is never missing mid-update.
+A batch that holds a document still in flight in an earlier batch waits for that batch to
+be written before it compares, so two versions in one run never leave a stale chunk.
 """
 
 from __future__ import annotations
@@ -13,14 +24,16 @@ import dataclasses
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import Literal
+
+import numpy as np
 
 from indexers.chunk import Chunker
 from indexers.documents import Chunk, Document, EmbeddedChunk, StoredChunk, TierName
 from indexers.embed import AsyncEmbedder
+from indexers.embed_cache import EmbeddingCache
 from indexers.load import LoadFailure
 from indexers.structure import heading_metadata
 from indexers.tiers.base import Tier
@@ -30,6 +43,8 @@ log = logging.getLogger(__name__)
 Placement = Literal["auto", "hot", "cold"]
 Status = Literal["created", "updated", "unchanged", "failed"]
 Placer = Callable[[Document], TierName]
+Key = tuple[str, str]  # (tenant, document id)
+MAX_FAILURES_KEPT = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,21 +54,53 @@ class DocResult:
     chunks: int = 0
     tier: TierName | None = None
     error: str | None = None
+    tenant: str | None = None
 
 
 @dataclass(slots=True)
 class IngestReport:
-    results: list[DocResult] = field(default_factory=list)
+    """Counts for the whole run; per-document results only when asked for (memory stays flat)."""
+
+    counts: dict[Status, int] = field(default_factory=dict)
+    failures: list[DocResult] = field(default_factory=list)  # the first MAX_FAILURES_KEPT
+    results: list[DocResult] = field(default_factory=list)  # only with ``collect=True``
     chunks_written: int = 0
     chunks_embedded: int = 0
+    chunks_cached: int = 0
     seconds: float = 0.0
+    cancelled: bool = False
 
     def count(self, status: Status) -> int:
-        return sum(1 for r in self.results if r.status == status)
+        return self.counts.get(status, 0)
+
+    @property
+    def documents(self) -> int:
+        return sum(self.counts.values())
 
     @property
     def chunks_per_s(self) -> float:
         return self.chunks_written / self.seconds if self.seconds > 0 else 0.0
+
+    def add(self, results: Sequence[DocResult], collect: bool) -> None:
+        for r in results:
+            self.counts[r.status] = self.counts.get(r.status, 0) + 1
+            if r.status == "failed" and len(self.failures) < MAX_FAILURES_KEPT:
+                self.failures.append(r)
+        if collect:
+            self.results.extend(results)
+
+
+OnBatch = Callable[[Sequence[DocResult], IngestReport], Awaitable[None] | None]
+
+
+@dataclass(slots=True)
+class _Batch:
+    results: list[DocResult]
+    keys: set[Key]
+    to_embed: list[tuple[TierName, Chunk]]
+    stale: list[tuple[TierName, str, str]]
+    vectors: np.ndarray | None = None
+    written: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 def place(doc: Document, placement: Placement | Placer, hot_window_days: int, today: dt.date) -> TierName:
@@ -68,12 +115,6 @@ def place(doc: Document, placement: Placement | Placer, hot_window_days: int, to
     return "hot" if date is None or date >= today - dt.timedelta(days=hot_window_days) else "cold"
 
 
-def batched(items: Iterable[Document | LoadFailure], size: int) -> Iterator[list[Document | LoadFailure]]:
-    it = iter(items)
-    while batch := list(islice(it, size)):
-        yield batch
-
-
 class Pipeline:
     def __init__(
         self,
@@ -83,14 +124,18 @@ class Pipeline:
         tiers: Mapping[TierName, Tier],
         hot_window_days: int = 365,
         today: Callable[[], dt.date] = dt.date.today,
-        batch_docs: int = 64,
+        batch_chunks: int = 512,
+        queue_batches: int = 2,
+        cache: EmbeddingCache | None = None,
     ) -> None:
         self._embedder = embedder
         self._chunker = chunker
         self._tiers = tiers
         self._hot_window_days = hot_window_days
         self._today = today
-        self._batch_docs = batch_docs
+        self._batch_chunks = batch_chunks
+        self._queue_batches = queue_batches
+        self._cache = cache
 
     async def ingest(
         self,
@@ -98,58 +143,115 @@ class Pipeline:
         *,
         placement: Placement | Placer = "auto",
         optimize: bool = False,
-        on_batch: Callable[[IngestReport], None] | None = None,
+        on_batch: OnBatch | None = None,
+        cancel: asyncio.Event | None = None,
+        collect: bool = False,
     ) -> IngestReport:
         report = IngestReport()
         started = time.perf_counter()
-        for batch in batched(documents, self._batch_docs):
-            await self._ingest_batch(batch, placement, report)
-            report.seconds = time.perf_counter() - started
-            if on_batch is not None:
-                on_batch(report)
-        if optimize:
+        planned: asyncio.Queue[_Batch | None] = asyncio.Queue(self._queue_batches)
+        embedded: asyncio.Queue[_Batch | None] = asyncio.Queue(self._queue_batches)
+        in_flight: dict[Key, _Batch] = {}
+
+        async def write_stage() -> None:
+            while (batch := await embedded.get()) is not None:
+                await self._write(batch)
+                for key in batch.keys:
+                    if in_flight.get(key) is batch:
+                        del in_flight[key]
+                batch.written.set()
+                report.add(batch.results, collect)
+                report.chunks_written += len(batch.to_embed)
+                report.seconds = time.perf_counter() - started
+                if on_batch is not None:
+                    done = on_batch(batch.results, report)
+                    if done is not None:
+                        await done
+
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(
+                self._plan_stage(iter(documents), placement, planned, in_flight, cancel, report)
+            )
+            tasks.create_task(self._embed_stage(planned, embedded, report))
+            tasks.create_task(write_stage())
+        if optimize and not report.cancelled:
             await asyncio.gather(*(tier.optimize() for tier in self._tiers.values()))
         report.seconds = time.perf_counter() - started
         return report
 
-    async def _ingest_batch(
-        self, batch: Sequence[Document | LoadFailure], placement: Placement | Placer, report: IngestReport
+    # stage 1: read, chunk, compare ---------------------------------------------------------
+
+    async def _plan_stage(
+        self,
+        documents: Iterator[Document | LoadFailure],
+        placement: Placement | Placer,
+        out: asyncio.Queue[_Batch | None],
+        in_flight: dict[Key, _Batch],
+        cancel: asyncio.Event | None,
+        report: IngestReport,
     ) -> None:
-        docs = [_with_structure(d) for d in _last_version_only([d for d in batch if isinstance(d, Document)])]
-        report.results.extend(
-            DocResult(f.source, "failed", error=f.reason) for f in batch if isinstance(f, LoadFailure)
-        )
-        if not docs:
-            return
-        today = self._today()
-        planned = [
-            (doc, place(doc, placement, self._hot_window_days, today), self._chunker.chunk(doc))
-            for doc in docs
-        ]
-        existing = await self._existing(docs)
-        to_embed: list[tuple[TierName, Chunk]] = []
-        stale: list[tuple[TierName, str, str]] = []
-        results: list[DocResult] = []
+        try:
+            while True:
+                if cancel is not None and cancel.is_set():
+                    report.cancelled = True
+                    break
+                read = await asyncio.to_thread(self._read_batch, documents, placement)
+                if read is None:
+                    break
+                planned, failures = read
+                keys = {(doc.tenant, doc.id) for doc, _, _ in planned}
+                earlier = {id(b): b for k in keys if (b := in_flight.get(k)) is not None}
+                await asyncio.gather(*(b.written.wait() for b in earlier.values()))
+                batch = await self._diff(planned, failures)
+                in_flight.update(dict.fromkeys(batch.keys, batch))
+                await out.put(batch)
+        finally:
+            await out.put(None)
+
+    def _read_batch(
+        self, documents: Iterator[Document | LoadFailure], placement: Placement | Placer
+    ) -> tuple[list[tuple[Document, TierName, list[Chunk]]], list[DocResult]] | None:
+        """Read and chunk documents until the batch holds ``batch_chunks`` chunks (runs in a thread)."""
+        latest: dict[Key, tuple[Document, TierName, list[Chunk]]] = {}
+        failures: list[DocResult] = []
+        chunks, read, today = 0, 0, self._today()
+        for item in documents:
+            read += 1
+            if isinstance(item, LoadFailure):
+                failures.append(DocResult(item.source, "failed", error=item.reason))
+            else:
+                doc = _with_structure(item)
+                planned = self._chunker.chunk(doc)
+                key = (doc.tenant, doc.id)
+                chunks -= len(latest.pop(key, (None, None, []))[2])  # the last copy of an id wins
+                latest[key] = (doc, place(doc, placement, self._hot_window_days, today), planned)
+                chunks += len(planned)
+            if chunks >= self._batch_chunks or read >= 4 * self._batch_chunks:
+                break
+        if read == 0:
+            return None
+        return list(latest.values()), failures
+
+    async def _diff(
+        self, planned: list[tuple[Document, TierName, list[Chunk]]], failures: list[DocResult]
+    ) -> _Batch:
+        existing = await self._existing([doc for doc, _, _ in planned])
+        batch = _Batch(results=list(failures), keys=set(), to_embed=[], stale=[])
         for doc, tier, chunks in planned:
             stored = existing.get((doc.tenant, doc.id), {})
             fresh = [c for c in chunks if stored.get((tier, c.chunk_id)) != c.content_hash]
             keep = {(tier, c.chunk_id) for c in chunks}
             gone = [(t, doc.tenant, cid) for (t, cid) in stored if (t, cid) not in keep]
-            to_embed.extend((tier, c) for c in fresh)
-            stale.extend(gone)
+            batch.to_embed.extend((tier, c) for c in fresh)
+            batch.stale.extend(gone)
+            batch.keys.add((doc.tenant, doc.id))
             status: Status = "created" if not stored else ("updated" if fresh or gone else "unchanged")
-            results.append(DocResult(doc.id, status, len(chunks), tier))
-        await self._write(to_embed)
-        await self._delete(stale)
-        report.results.extend(results)
-        report.chunks_embedded += len(to_embed)
-        report.chunks_written += len(to_embed)
+            batch.results.append(DocResult(doc.id, status, len(chunks), tier, tenant=doc.tenant))
+        return batch
 
-    async def _existing(
-        self, docs: Sequence[Document]
-    ) -> dict[tuple[str, str], dict[tuple[TierName, str], str]]:
+    async def _existing(self, docs: Sequence[Document]) -> dict[Key, dict[tuple[TierName, str], str]]:
         """(tenant, doc id) → {(tier, chunk id): content hash} over every tier."""
-        out: dict[tuple[str, str], dict[tuple[TierName, str], str]] = {}
+        out: dict[Key, dict[tuple[TierName, str], str]] = {}
         by_tenant: dict[str, list[str]] = {}
         for doc in docs:
             by_tenant.setdefault(doc.tenant, []).append(doc.id)
@@ -160,34 +262,61 @@ class Pipeline:
                     out.setdefault((tenant, chunk.doc_id), {})[(name, chunk.chunk_id)] = chunk.content_hash
         return out
 
-    async def _write(self, items: Sequence[tuple[TierName, Chunk]]) -> None:
-        if not items:
-            return
-        vectors = await self._embedder.embed_bulk([c.embed_text for _, c in items])
-        by_tier: dict[TierName, list[EmbeddedChunk]] = {}
-        for (tier, chunk), vector in zip(items, vectors, strict=True):
-            by_tier.setdefault(tier, []).append(EmbeddedChunk(chunk, vector))
-        for tier, chunks in by_tier.items():
-            await self._tiers[tier].upsert(chunks)
+    # stage 2: embed ---------------------------------------------------------------------------
 
-    async def _delete(self, stale: Sequence[tuple[TierName, str, str]]) -> None:
+    async def _embed_stage(
+        self, source: asyncio.Queue[_Batch | None], out: asyncio.Queue[_Batch | None], report: IngestReport
+    ) -> None:
+        try:
+            while (batch := await source.get()) is not None:
+                if batch.to_embed:
+                    texts = [c.embed_text for _, c in batch.to_embed]
+                    batch.vectors, cached = await self._embed(texts)
+                    report.chunks_cached += cached
+                    report.chunks_embedded += len(texts) - cached
+                await out.put(batch)
+        finally:
+            await out.put(None)
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Passage vectors, from the cache where it has them (also used by ``retier``)."""
+        return (await self._embed(texts))[0]
+
+    async def _embed(self, texts: Sequence[str]) -> tuple[np.ndarray, int]:
+        cache = self._cache
+        hits = await asyncio.to_thread(cache.get_many, texts) if cache is not None else {}
+        missing = [i for i in range(len(texts)) if i not in hits]
+        fresh = await self._embedder.embed_bulk([texts[i] for i in missing]) if missing else None
+        dim = self._embedder.sync.dim
+        vectors = np.zeros((len(texts), dim), dtype=np.float32)
+        for i, vector in hits.items():
+            vectors[i] = vector
+        if fresh is not None:
+            vectors[missing] = fresh
+            if cache is not None:
+                await asyncio.to_thread(cache.put_many, [texts[i] for i in missing], fresh)
+        return vectors, len(hits)
+
+    # stage 3: write ---------------------------------------------------------------------------
+
+    async def _write(self, batch: _Batch) -> None:
+        if batch.to_embed:
+            assert batch.vectors is not None
+            by_tier: dict[TierName, list[EmbeddedChunk]] = {}
+            for (tier, chunk), vector in zip(batch.to_embed, batch.vectors, strict=True):
+                by_tier.setdefault(tier, []).append(EmbeddedChunk(chunk, vector))
+            await asyncio.gather(*(self._tiers[t].upsert(chunks) for t, chunks in by_tier.items()))
         groups: dict[tuple[TierName, str], list[str]] = {}
-        for tier, tenant, chunk_id in stale:
+        for tier, tenant, chunk_id in batch.stale:
             groups.setdefault((tier, tenant), []).append(chunk_id)
         for (tier, tenant), ids in groups.items():
             await self._tiers[tier].delete(tenant, ids)
 
 
-def _last_version_only(docs: Sequence[Document]) -> list[Document]:
-    """Within one batch, the last copy of a (tenant, id) wins, as it would across batches."""
-    latest: dict[tuple[str, str], Document] = {}
-    for doc in docs:
-        latest.pop((doc.tenant, doc.id), None)
-        latest[(doc.tenant, doc.id)] = doc
-    return list(latest.values())
-
-
 def _with_structure(doc: Document) -> Document:
-    """Add article/section/chapter from the document's heading when its metadata lacks them."""
-    found = heading_metadata(doc.title, doc.text, doc.metadata)
+    """Add article/section/chapter from the document's title when its metadata lacks them.
+
+    Headings inside the text are the chunker's business (each chunk gets its section's).
+    """
+    found = heading_metadata(doc.title, "", doc.metadata)
     return dataclasses.replace(doc, metadata={**doc.metadata, **found}) if found else doc

@@ -3,12 +3,16 @@
 
 A document whose metadata lacks ``article`` / ``section`` / ``chapter`` gets them from its title
 or first line, so that the router's clause filters work on corpora that were not annotated.
+Inside a document, ``split_sections`` cuts the text at heading lines: the chunker packs each
+section on its own, so no chunk straddles an article, and each chunk carries its section's
+article / section / chapter.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 _CN_DIGITS = {
@@ -96,3 +100,78 @@ def _value(key: str, raw: str) -> int | str:
     if key in ("article", "amendment"):
         return roman_number(raw)
     return raw
+
+
+# A heading line: the keyword and number at the start of a line (after Markdown "#"s or "**"),
+# then the end of the line, punctuation, or a capitalised title ("Article 17 Right to erasure").
+# "Article 5 of the treaty says" is prose, not a heading. Chinese 第N条 / 第N章 always head.
+_TAIL = r"(?=\s*$|\s*[.:–—\-)]|\s+[A-Z(\"“])"
+_LINE_HEADINGS: list[tuple[str, re.Pattern[str]]] = [
+    ("chapter", re.compile(rf"^[#*\s]*第(\d+|[{CN_NUMERALS}]+)章", re.MULTILINE)),
+    ("article", re.compile(rf"^[#*\s]*第(\d+|[{CN_NUMERALS}]+)条", re.MULTILINE)),
+    ("chapter", re.compile(rf"^[#*\s]*(?i:Chapter)\s+(\d{{1,3}}|{ROMAN}){_TAIL}", re.MULTILINE)),
+    ("article", re.compile(rf"^[#*\s]*(?i:Article|Art\.)\s+(\d{{1,4}}|{ROMAN}){_TAIL}", re.MULTILINE)),
+    ("amendment", re.compile(rf"^[#*\s]*Amendment\s+(\d{{1,2}}|{ROMAN}){_TAIL}", re.MULTILINE)),
+    (
+        "section",
+        re.compile(
+            rf"^[#*\s]*(?:(?i:Section|Sec\.)\s+|§\s*)(\d{{1,4}}(?:\.\d{{1,3}})*){_TAIL}", re.MULTILINE
+        ),
+    ),
+]
+# A heading resets the levels below it: a new chapter has no article yet, a new article no section.
+_LEVEL = {"chapter": 0, "article": 1, "amendment": 1, "section": 2}
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    start: int  # offset of the section's text in the document
+    text: str
+    metadata: Mapping[str, Any]
+
+
+def _headings(text: str) -> list[tuple[int, str, int | str]]:
+    found: dict[int, tuple[int, str, int | str]] = {}
+    for key, pattern in _LINE_HEADINGS:
+        for m in pattern.finditer(text):
+            start = m.start() + len(m.group(0)) - len(m.group(0).lstrip("#* \t\n"))
+            try:
+                found.setdefault(start, (start, key, _value(key, m.group(1))))
+            except (ValueError, KeyError):
+                continue
+    return sorted(found.values())
+
+
+def split_sections(text: str, metadata: Mapping[str, Any]) -> Iterator[Section]:
+    """The text cut at heading lines; each part's metadata = the document's + its headings'.
+
+    A short part that only introduces a deeper level ("CHAPTER III / Rights of the data
+    subject" right before "Article 12") is kept as the start of the next part, so no chunk is
+    only a heading; parts of the same level are never joined.
+    """
+    headings = _headings(text)
+    state: dict[str, int | str] = {}
+    current = -1  # level of the heading that opened the pending part; -1: the preamble
+    pending = 0
+    for offset, key, value in headings:
+        level = _LEVEL[key]
+        body = text[pending:offset]
+        if body.strip() and not (current >= 0 and level > current and _introduction(body)):
+            yield Section(pending, body, {**metadata, **state})
+            pending = offset
+        elif not body.strip():
+            pending = offset
+        state = {k: v for k, v in state.items() if _LEVEL[k] < level}
+        state[key] = value
+        current = level
+    if text[pending:].strip():
+        yield Section(pending, text[pending:], {**metadata, **state})
+
+
+_SENTENCE = re.compile(r"[.!?。！？]")
+
+
+def _introduction(body: str) -> bool:
+    """A heading plus at most a title: short, and no sentence after the heading line."""
+    _, _, rest = body.strip().partition("\n")
+    return len(body.strip()) <= 200 and not _SENTENCE.search(rest)

@@ -15,11 +15,11 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from indexers.documents import LEGS, Document, Leg
-from indexers.load import load_paths
+from indexers.load import FieldMap, LoadOptions, load_paths
 from indexers.pipeline import IngestReport, Placement
 from rag_router.answer import SearchParams
 from rag_router.evaluate import SUMMARY_KEYS, Dataset, load_dataset, run_queries, split_dates
@@ -69,43 +69,63 @@ def ingest(
     paths: Annotated[list[Path], typer.Argument(help="files or folders", exists=True)],
     tier: Annotated[str, typer.Option(help="auto | hot | cold")] = "auto",
     tenant: Annotated[str, typer.Option(help="tenant the documents belong to")] = "default",
+    include: Annotated[
+        list[str] | None, typer.Option(help="glob on paths inside folders, e.g. '**/*.md' (repeatable)")
+    ] = None,
+    exclude: Annotated[list[str] | None, typer.Option(help="glob of paths to skip (repeatable)")] = None,
+    id_field: Annotated[str, typer.Option(help="JSONL key of the document id")] = "id",
+    text_field: Annotated[str, typer.Option(help="JSONL key of the text")] = "text",
+    title_field: Annotated[str, typer.Option(help="JSONL key of the title")] = "title",
     if_empty: Annotated[
         bool, typer.Option("--if-empty", help="skip when the tiers already hold data")
     ] = False,
 ) -> None:
-    """Batch-ingest files (BEIR corpus.jsonl[.gz], .jsonl, .txt, .md) with a progress bar."""
+    """Batch-ingest files and folders (BEIR corpus.jsonl[.gz], .jsonl, .txt, .md, .html, .pdf)."""
     if tier not in ("auto", "hot", "cold"):
         raise typer.BadParameter("--tier must be auto, hot or cold")
     settings = get_settings()
     _setup_logging(settings)
-    asyncio.run(_ingest(settings, paths, tier, tenant, if_empty))  # type: ignore[arg-type]
+    options = LoadOptions(
+        tenant=tenant,
+        include=include or (),
+        exclude=exclude or (),
+        fields=FieldMap(id=id_field, text=text_field, title=title_field),
+        max_bytes=int(settings.ingest.max_file_mb * 1024 * 1024),
+    )
+    asyncio.run(_ingest(settings, paths, tier, options, if_empty))  # type: ignore[arg-type]
 
 
 async def _ingest(
-    settings: Settings, paths: list[Path], tier: Placement, tenant: str, if_empty: bool
+    settings: Settings, paths: list[Path], tier: Placement, options: LoadOptions, if_empty: bool
 ) -> None:
     async with _services(settings) as services:
         counts = [await t.count() for t in services.tiers.values()]
         if if_empty and any(counts):
             console.print("[dim]tiers already hold data; nothing ingested[/dim]")
             return
-        report = await _ingest_with_progress(services, load_paths(paths, tenant), tier)
+        report = await _ingest_with_progress(services, load_paths(paths, options=options), tier)
     _print_report(report)
 
 
 async def _ingest_with_progress(services: Services, docs: Any, placement: Any) -> IngestReport:
     columns = (
-        TextColumn("ingesting"),
-        BarColumn(),
-        TextColumn("{task.completed} docs"),
-        TextColumn("{task.fields[rate]:.1f} chunks/s"),
+        SpinnerColumn(),
+        TextColumn("ingesting {task.completed} docs"),
+        TextColumn("[red]{task.fields[failed]} failed"),
+        TextColumn("{task.fields[chunks]} chunks · {task.fields[rate]:.1f} chunks/s"),
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task("ingest", total=None, rate=0.0)
+        task = progress.add_task("ingest", total=None, rate=0.0, failed=0, chunks=0)
 
-        def update(report: IngestReport) -> None:
-            progress.update(task, completed=len(report.results), rate=report.chunks_per_s)
+        def update(_: Any, report: IngestReport) -> None:
+            progress.update(
+                task,
+                completed=report.documents,
+                rate=report.chunks_per_s,
+                failed=report.count("failed"),
+                chunks=report.chunks_written,
+            )
 
         return await services.pipeline.ingest(docs, placement=placement, optimize=True, on_batch=update)
 
@@ -113,19 +133,23 @@ async def _ingest_with_progress(services: Services, docs: Any, placement: Any) -
 def _print_report(report: IngestReport) -> None:
     table = Table(title="ingest summary", show_header=False)
     for label, value in (
-        ("documents", len(report.results)),
+        ("documents", report.documents),
         ("created", report.count("created")),
         ("updated", report.count("updated")),
         ("skipped (unchanged)", report.count("unchanged")),
         ("failed", report.count("failed")),
+        ("chunks written", report.chunks_written),
         ("chunks embedded", report.chunks_embedded),
+        ("chunks from the embedding cache", report.chunks_cached),
         ("chunks/s", f"{report.chunks_per_s:.1f}"),
         ("seconds", f"{report.seconds:.1f}"),
     ):
         table.add_row(label, str(value))
     console.print(table)
-    for failure in [r for r in report.results if r.status == "failed"][:20]:
+    for failure in report.failures[:20]:
         console.print(f"[red]failed[/red] {failure.id}: {failure.error}")
+    if len(report.failures) > 20:
+        console.print(f"[red]… and {report.count('failed') - 20} more failures[/red]")
 
 
 @app.command()
@@ -220,7 +244,7 @@ async def _eval(
         report = await run_queries(services.searcher, dataset, route=route, legs=legs)  # type: ignore[arg-type]
         report["tiers"] = {name: await t.count() for name, t in services.tiers.items()}
     report["ingest"] = {
-        "documents": len(ingest_report.results),
+        "documents": ingest_report.documents,
         "chunks_embedded": ingest_report.chunks_embedded,
         "unchanged": ingest_report.count("unchanged"),
     }

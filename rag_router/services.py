@@ -10,6 +10,7 @@ import yaml
 from indexers.chunk import Chunker
 from indexers.documents import TierName
 from indexers.embed import AsyncEmbedder, Embedder, SentenceTransformerEmbedder
+from indexers.embed_cache import EmbeddingCache
 from indexers.lexical import Analyzer
 from indexers.pipeline import Pipeline
 from indexers.tiers.base import Tier
@@ -33,11 +34,14 @@ class Services:
     searcher: Searcher
     metrics: Metrics
     embed_worker: AsyncEmbedder
+    cache: EmbeddingCache | None = None
 
     async def close(self) -> None:
         for tier in self.tiers.values():
             await tier.close()
         self.embed_worker.close()
+        if self.cache is not None:
+            self.cache.close()
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -83,8 +87,24 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         max_tokens=settings.chunk.max_tokens,
         overlap_tokens=settings.chunk.overlap_tokens,
     )
+    cache = (
+        EmbeddingCache(
+            settings.data_dir / "embed-cache.sqlite",
+            model=embedder.model_name,
+            dim=embedder.dim,
+            max_entries=settings.ingest.embed_cache_entries,
+        )
+        if settings.ingest.embed_cache_entries
+        else None
+    )
     pipeline = Pipeline(
-        embedder=embed_worker, chunker=chunker, tiers=tiers, hot_window_days=settings.tiers.hot_window_days
+        embedder=embed_worker,
+        chunker=chunker,
+        tiers=tiers,
+        hot_window_days=settings.tiers.hot_window_days,
+        batch_chunks=settings.ingest.batch_chunks,
+        queue_batches=settings.ingest.queue_batches,
+        cache=cache,
     )
     r = settings.retrieval
     domains = yaml.safe_load((PROMPTS / "domains.yaml").read_text(encoding="utf-8"))
@@ -101,4 +121,4 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         timeout_s=r.timeout_s,
         weights={"dense": r.dense_weight, "lexical": r.lexical_weight},
     )
-    return Services(settings, embedder, analyzer, tiers, pipeline, searcher, metrics, embed_worker)
+    return Services(settings, embedder, analyzer, tiers, pipeline, searcher, metrics, embed_worker, cache)

@@ -54,6 +54,20 @@ class ChunkSettings(BaseModel):
     overlap_tokens: int = Field(32, ge=0)
 
 
+class IngestSettings(BaseModel):
+    batch_chunks: int = Field(
+        512, ge=1, description="chunks per pipeline batch (one embedder call; larger on GPU)"
+    )
+    queue_batches: int = Field(2, ge=1, description="batches buffered between pipeline stages")
+    max_file_mb: float = Field(20.0, gt=0, description="larger files are refused as failures")
+    max_job_bytes: int = Field(
+        256 * 1024 * 1024, ge=1024, description="request body limit of POST /v1/ingest/jobs"
+    )
+    embed_cache_entries: int = Field(
+        1_000_000, ge=0, description="embeddings kept on disk by model + text hash; 0 disables"
+    )
+
+
 class TierSettings(BaseModel):
     hot_window_days: int = Field(365, ge=0, description="documents dated within this many days go hot")
 
@@ -84,6 +98,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
     tiers: TierSettings = Field(default_factory=TierSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
 

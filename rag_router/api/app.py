@@ -42,7 +42,11 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> FastA
     errors.install(app)
     app.include_router(routes.router)
 
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)  # inner: runs after the context below
+    app.add_middleware(  # inner: runs after the context below
+        BodyLimit,
+        max_bytes=settings.max_body_bytes,
+        per_path={"/v1/ingest/jobs": settings.ingest.max_job_bytes},
+    )
 
     @app.middleware("http")
     async def request_context(

@@ -12,19 +12,21 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 class BodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, per_path: dict[str, int] | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.per_path = per_path or {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.per_path.get(scope.get("path", ""), self.max_bytes)
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
         if length is not None:
-            if not length.isdigit() or int(length) > self.max_bytes:
-                await self._reject(scope, send)
+            if not length.isdigit() or int(length) > limit:
+                await self._reject(scope, send, limit)
                 return
             await self.app(scope, receive, send)
             return
@@ -34,8 +36,8 @@ class BodyLimit:
             message = await receive()
             body.append(message)
             size += len(message.get("body", b""))
-            if size > self.max_bytes:
-                await self._reject(scope, send)
+            if size > limit:
+                await self._reject(scope, send, limit)
                 return
             if message["type"] != "http.request" or not message.get("more_body", False):
                 break
@@ -46,9 +48,9 @@ class BodyLimit:
 
         await self.app(scope, buffered, send)
 
-    async def _reject(self, scope: Scope, send: Send) -> None:
+    async def _reject(self, scope: Scope, send: Send, limit: int) -> None:
         request_id = str(scope.get("state", {}).get("request_id", "-"))
-        message = f"request body over {self.max_bytes} bytes"
+        message = f"request body over {limit} bytes"
         payload = {
             "error": {
                 "code": "payload_too_large",

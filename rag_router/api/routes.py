@@ -109,7 +109,7 @@ async def add_documents(body: DocumentsRequest, svc: Svc, tenant: Tenant) -> Doc
         )
         for d in body.documents
     ]
-    report = await svc.pipeline.ingest(docs, placement=body.tier)
+    report = await svc.pipeline.ingest(docs, placement=body.tier, collect=True)
     svc.metrics.ingested_chunks.inc(report.chunks_written)
     for r in report.results:
         svc.metrics.ingested.labels(status=r.status).inc()

@@ -58,3 +58,36 @@ def test_a_sentence_longer_than_a_chunk_is_split(embedder: SentenceTransformerEm
         assert len(chunks) > 3
         assert max(embedder.count_tokens([c.text for c in chunks])) <= 50
     assert " ".join(c.text for c in chunker.chunk(Document(id="w", text=words))) == words
+
+
+def test_chunks_follow_the_structure_and_never_straddle_an_article(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    body = " ".join(f"The controller shall comply with duty {i}." for i in range(8))
+    text = (
+        "Preamble of the regulation.\n\nCHAPTER III\nRights of the data subject\n\n"
+        f"Article 12\nTransparent information. {body}\n\n"
+        f"Section 2. {body}\n"
+        "Article 5 of the treaty is prose, not a heading.\n"
+        f"Article 13 – Information to be provided\n{body}\n\n"
+        f"第三章 总则\n第十七条 公民享有受教育的权利。{body}"
+    )
+    chunks = Chunker(embedder.count_tokens, max_tokens=48, overlap_tokens=8).chunk(Document("law", text))
+    where = [
+        (c.metadata.get("chapter"), c.metadata.get("article"), c.metadata.get("section")) for c in chunks
+    ]
+    assert where[0] == (None, None, None) and chunks[0].text == "Preamble of the regulation."
+    assert set(where) == {
+        (None, None, None),
+        ("III", 12, None),
+        ("III", 12, 2),
+        ("III", 13, None),
+        (3, 17, None),
+    }
+    # every chunk holds text of one article only, and the chapter title stays with Article 12
+    for chunk, (_, article, _) in zip(chunks, where, strict=True):
+        assert not ("Article 13" in chunk.text and article != 13)
+        assert not ("第十七条" in chunk.text and article != 17)
+    assert chunks[1].text.startswith("CHAPTER III") and "Article 12" in chunks[1].text
+    assert any("Article 5 of the treaty" in c.text for c in chunks if c.metadata.get("section") == 2)
+    assert [c.chunk_id for c in chunks] == [f"law#{n}" for n in range(len(chunks))]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -9,9 +10,10 @@ import pytest
 from indexers.chunk import Chunker
 from indexers.documents import Document
 from indexers.embed import AsyncEmbedder
+from indexers.embed_cache import EmbeddingCache
 from indexers.lexical import Analyzer
 from indexers.load import LoadFailure
-from indexers.pipeline import Pipeline, place
+from indexers.pipeline import IngestReport, Pipeline, place
 from indexers.tiers.base import Tier
 from indexers.tiers.local_cold import LocalColdTier
 from indexers.tiers.qdrant_edge import QdrantEdgeTier
@@ -34,9 +36,21 @@ async def tiers(tmp_path: Path) -> AsyncIterator[dict[str, Tier]]:
         await t.close()
 
 
-def pipeline(embedder: CountingEmbedder, tiers: dict[str, Tier]) -> Pipeline:
+def pipeline(
+    embedder: CountingEmbedder,
+    tiers: dict[str, Tier],
+    cache: EmbeddingCache | None = None,
+    batch_chunks: int = 512,
+) -> Pipeline:
     chunker = Chunker(embedder.count_tokens, max_tokens=40, overlap_tokens=0)
-    return Pipeline(embedder=AsyncEmbedder(embedder), chunker=chunker, tiers=tiers, today=lambda: TODAY)  # type: ignore[arg-type]
+    return Pipeline(
+        embedder=AsyncEmbedder(embedder),  # type: ignore[arg-type]
+        chunker=chunker,
+        tiers=tiers,  # type: ignore[arg-type]
+        today=lambda: TODAY,
+        cache=cache,
+        batch_chunks=batch_chunks,
+    )
 
 
 def long_text(topic: str, n: int) -> str:
@@ -66,7 +80,7 @@ async def test_reingest_embeds_nothing_and_a_change_reembeds_only_that_document(
     assert second.count("unchanged") == 4 and counting_embedder.embedded == []
 
     changed = Document("d2", long_text("topic 2", 12) + " One more sentence.", metadata={"year": 2002})
-    third = await p.ingest([*docs[:2], changed, docs[3]])
+    third = await p.ingest([*docs[:2], changed, docs[3]], collect=True)
     assert [r.status for r in third.results] == ["unchanged", "unchanged", "updated", "unchanged"]
     assert counting_embedder.embedded and all(
         "topic 2" in t or "One more" in t for t in counting_embedder.embedded
@@ -95,7 +109,57 @@ async def test_failures_pass_through_and_good_documents_land(
     counting_embedder: CountingEmbedder, tiers: dict[str, Tier]
 ) -> None:
     report = await pipeline(counting_embedder, tiers).ingest(
-        [LoadFailure("bad.jsonl:3", "not JSON"), Document("ok", "fine text")]
+        [LoadFailure("bad.jsonl:3", "not JSON"), Document("ok", "fine text")], collect=True
     )
     assert [(r.id, r.status) for r in report.results] == [("bad.jsonl:3", "failed"), ("ok", "created")]
     assert await tiers["hot"].count() == 1
+
+
+async def test_two_versions_in_one_run_leave_only_the_last(
+    counting_embedder: CountingEmbedder, tiers: dict[str, Tier]
+) -> None:
+    """Small batches put the versions in different batches, in flight at the same time."""
+    p = pipeline(counting_embedder, tiers, batch_chunks=4)
+    filler = [Document(f"f{i}", long_text(f"filler {i}", 6)) for i in range(6)]
+    v1 = Document("d", long_text("first version", 30))
+    v2 = Document("d", long_text("second version", 6))
+    report = await p.ingest([v1, *filler, v2])
+    stored = await tiers["hot"].fetch("default", ["d"])
+    assert stored and all("second version" in c.text for c in stored)
+    assert [c.chunk_id for c in stored] == [f"d#{i}" for i in range(len(stored))]
+    assert report.count("failed") == 0 and report.documents == 8
+
+
+async def test_the_embedding_cache_spares_metadata_changes_and_tier_moves(
+    counting_embedder: CountingEmbedder, tiers: dict[str, Tier], tmp_path: Path
+) -> None:
+    cache = EmbeddingCache(tmp_path / "cache.sqlite", model="m", dim=384)
+    p = pipeline(counting_embedder, tiers, cache=cache)
+    text = long_text("cached", 12)
+    first = await p.ingest([Document("d", text, metadata={"date": "2026-11-01"})])
+    embedded = len(counting_embedder.embedded)
+    assert first.chunks_embedded == embedded > 1 and len(cache) == embedded
+    counting_embedder.embedded.clear()
+    # a metadata change rewrites every chunk (its content hash covers metadata) but embeds none
+    second = await p.ingest([Document("d", text, metadata={"date": "2026-11-02", "author": "x"})])
+    assert second.count("updated") == 1 and second.chunks_cached == embedded
+    # moving to the cold tier likewise
+    third = await p.ingest([Document("d", text, metadata={"date": "2001-01-01"})])
+    assert third.chunks_cached == embedded and counting_embedder.embedded == []
+    assert await tiers["hot"].count() == 0 and await tiers["cold"].count() == embedded
+    cache.close()
+
+
+async def test_cancel_stops_between_batches(
+    counting_embedder: CountingEmbedder, tiers: dict[str, Tier]
+) -> None:
+    p = pipeline(counting_embedder, tiers, batch_chunks=2)
+    cancel = asyncio.Event()
+    docs = [Document(f"d{i}", long_text(f"doc {i}", 4)) for i in range(20)]
+
+    def stop_after_first(results: object, report: IngestReport) -> None:
+        cancel.set()
+
+    report = await p.ingest(docs, cancel=cancel, on_batch=stop_after_first)
+    assert report.cancelled and 0 < report.documents < 20
+    assert await tiers["hot"].count() < 20 * 2
