@@ -11,6 +11,7 @@ from indexers.chunk import Chunker
 from indexers.documents import TierName
 from indexers.embed import AsyncEmbedder, Embedder, SentenceTransformerEmbedder
 from indexers.embed_cache import EmbeddingCache
+from indexers.jobs import JobLedger, JobRunner
 from indexers.lexical import Analyzer
 from indexers.pipeline import Pipeline
 from indexers.tiers.base import Tier
@@ -34,9 +35,11 @@ class Services:
     searcher: Searcher
     metrics: Metrics
     embed_worker: AsyncEmbedder
+    jobs: JobRunner
     cache: EmbeddingCache | None = None
 
     async def close(self) -> None:
+        await self.jobs.close()
         for tier in self.tiers.values():
             await tier.close()
         self.embed_worker.close()
@@ -121,4 +124,7 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         timeout_s=r.timeout_s,
         weights={"dense": r.dense_weight, "lexical": r.lexical_weight},
     )
-    return Services(settings, embedder, analyzer, tiers, pipeline, searcher, metrics, embed_worker, cache)
+    jobs = JobRunner(JobLedger(settings.data_dir / "jobs.sqlite"), pipeline)
+    return Services(
+        settings, embedder, analyzer, tiers, pipeline, searcher, metrics, embed_worker, jobs, cache
+    )

@@ -253,6 +253,18 @@ def build(source: Path, dest: Path, config: ShardConfig, batch: int = 1024) -> i
     return n
 
 
+def _die_with_parent() -> None:
+    """Linux: a build whose server was killed stops too (the next start sweeps its output)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+        if os.getppid() == 1:  # the parent died before the call above
+            raise SystemExit(1)
+
+
 def build_command(source: Path, dest: Path, config: ShardConfig) -> list[str]:
     return [
         sys.executable,
@@ -270,4 +282,5 @@ if __name__ == "__main__":
     if verb != "build":
         raise SystemExit(f"unknown command {verb!r}")
     os.nice(10)  # the serving process keeps priority over an index build
+    _die_with_parent()
     print(build(Path(src), Path(dst), ShardConfig(**json.loads(cfg))))

@@ -26,6 +26,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> FastA
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.services = await build_services(settings, embedder)
+        app.state.services.jobs.start()  # resumes jobs a previous process left unfinished
         log.info("rag-router ready: data dir %s", settings.data_dir)
         try:
             yield

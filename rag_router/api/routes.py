@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from indexers.documents import Document, StoredChunk, TierName, content_hash
+from indexers.jobs import JobState
 from rag_router.answer import SearchParams
 from rag_router.api.errors import request_id
 from rag_router.api.schemas import (
@@ -18,6 +19,9 @@ from rag_router.api.schemas import (
     DocumentsRequest,
     DocumentsResponse,
     ErrorEnvelope,
+    JobCreated,
+    JobError,
+    JobOut,
     SearchRequest,
     SearchResponse,
 )
@@ -92,14 +96,8 @@ async def search(body: SearchRequest, request: Request, svc: Svc, tenant: Tenant
     return SearchResponse.from_outcome(await svc.searcher.search(params))
 
 
-@router.post("/v1/documents", response_model=DocumentsResponse, responses=_ERRORS)
-async def add_documents(body: DocumentsRequest, svc: Svc, tenant: Tenant) -> DocumentsResponse:
-    limit = svc.settings.max_documents_per_request
-    if len(body.documents) > limit:
-        raise PayloadTooLarge(
-            f"{len(body.documents)} documents in one request; at most {limit} (use /v1/ingest/jobs)"
-        )
-    docs = [
+def _documents(body: DocumentsRequest, tenant: str) -> list[Document]:
+    return [
         Document(
             id=d.id or content_hash(d.title or "", d.text),
             text=d.text,
@@ -109,6 +107,16 @@ async def add_documents(body: DocumentsRequest, svc: Svc, tenant: Tenant) -> Doc
         )
         for d in body.documents
     ]
+
+
+@router.post("/v1/documents", response_model=DocumentsResponse, responses=_ERRORS)
+async def add_documents(body: DocumentsRequest, svc: Svc, tenant: Tenant) -> DocumentsResponse:
+    limit = svc.settings.max_documents_per_request
+    if len(body.documents) > limit:
+        raise PayloadTooLarge(
+            f"{len(body.documents)} documents in one request; at most {limit} (use /v1/ingest/jobs)"
+        )
+    docs = _documents(body, tenant)
     report = await svc.pipeline.ingest(docs, placement=body.tier, collect=True)
     svc.metrics.ingested_chunks.inc(report.chunks_written)
     for r in report.results:
@@ -149,3 +157,38 @@ async def delete_document(doc_id: str, svc: Svc, tenant: Tenant) -> dict[str, An
     for name in {t for t, _ in found}:
         await svc.tiers[name].delete(tenant, [c.chunk_id for t, c in found if t == name])
     return {"id": doc_id, "deleted_chunks": len(found)}
+
+
+@router.post("/v1/ingest/jobs", status_code=202, response_model=JobCreated, responses=_ERRORS)
+async def create_job(body: DocumentsRequest, svc: Svc, tenant: Tenant) -> JobCreated:
+    """Accepted once the job and all its documents are durably in the job ledger."""
+    return JobCreated(job_id=await svc.jobs.submit(tenant, body.tier, _documents(body, tenant)))
+
+
+def _job_out(state: JobState | None, tenant: str, job_id: str) -> JobOut:
+    if state is None or state.tenant != tenant:
+        raise NotFound(f"ingest job {job_id!r} not found")
+    return JobOut(
+        job_id=state.id,
+        status=state.status,
+        total=state.total,
+        done=state.done,
+        failed=state.failed,
+        errors=[JobError(**e) for e in state.errors],
+        chunks_per_s=round(state.chunks_per_s, 2),
+        eta_s=None if state.eta_s is None else round(state.eta_s, 1),
+        created_at=state.created,
+        updated_at=state.updated,
+    )
+
+
+@router.get("/v1/ingest/jobs/{job_id}", response_model=JobOut, responses=_ERRORS)
+async def get_job(job_id: str, svc: Svc, tenant: Tenant) -> JobOut:
+    return _job_out(await svc.jobs.get(job_id), tenant, job_id)
+
+
+@router.delete("/v1/ingest/jobs/{job_id}", response_model=JobOut, responses=_ERRORS)
+async def cancel_job(job_id: str, svc: Svc, tenant: Tenant) -> JobOut:
+    """Cancels a queued or running job (a running one stops between batches); finished ones stay."""
+    _job_out(await svc.jobs.get(job_id), tenant, job_id)
+    return _job_out(await svc.jobs.cancel(job_id), tenant, job_id)

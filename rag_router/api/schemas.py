@@ -125,6 +125,28 @@ class DocumentsResponse(BaseModel):
     results: list[DocumentResult]
 
 
+class JobCreated(BaseModel):
+    job_id: str
+
+
+class JobError(BaseModel):
+    id: str
+    error: str
+
+
+class JobOut(BaseModel):
+    job_id: str
+    status: Literal["queued", "running", "done", "failed", "cancelled"]
+    total: int = Field(description="documents in the job (unique ids)")
+    done: int = Field(description="documents durably written (or found unchanged)")
+    failed: int
+    errors: list[JobError] = Field(description="the first failures, with reasons")
+    chunks_per_s: float
+    eta_s: float | None = Field(description="seconds left at the rate so far; null before the first batch")
+    created_at: float
+    updated_at: float
+
+
 class ChunkOut(BaseModel):
     chunk_id: str
     tier: Literal["hot", "cold"]

@@ -1,0 +1,130 @@
+"""Ingestion jobs through the real app: accepted durably, tracked, cancelled, resumed."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from indexers.documents import Document
+from indexers.embed import SentenceTransformerEmbedder
+from indexers.jobs import JobLedger
+from rag_router.api import create_app
+from rag_router.settings import Settings
+
+JOB_FIELDS = {"job_id", "status", "total", "done", "failed", "errors", "chunks_per_s", "eta_s"}
+
+
+def settings(tmp_path: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "data_dir": tmp_path,
+        "max_body_bytes": 16 * 1024,
+        "chunk": {"max_tokens": 32, "overlap_tokens": 0},
+        "ingest": {"batch_chunks": 8},
+    }
+    return Settings(**{**values, **overrides})
+
+
+def docs(prefix: str, n: int, sentences: int = 3) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": f"{prefix}{i}",
+            "text": " ".join(
+                f"Record {prefix}{i} line {j} about harbour logistics." for j in range(sentences)
+            ),
+            "metadata": {"date": "2026-11-01"},
+        }
+        for i in range(n)
+    ]
+
+
+def wait(client: TestClient, job_id: str, until: set[str], timeout: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body: dict[str, Any] = client.get(f"/v1/ingest/jobs/{job_id}").json()
+        if body["status"] in until:
+            return body
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} never reached {until}")
+
+
+def test_a_job_is_accepted_tracked_and_lands(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+    batch = docs("a", 40)
+    with TestClient(create_app(settings(tmp_path), embedder=embedder)) as client:
+        # over the synchronous body limit, within the jobs one
+        accepted = client.post("/v1/ingest/jobs", json={"documents": batch})
+        assert accepted.status_code == 202, accepted.text
+        job_id = accepted.json()["job_id"]
+        body = wait(client, job_id, {"done"})
+        assert set(body) >= JOB_FIELDS
+        assert (body["total"], body["done"], body["failed"], body["errors"]) == (40, 40, 0, [])
+        assert body["chunks_per_s"] > 0 and body["eta_s"] == 0
+        stored = client.get("/v1/documents/a7").json()
+        assert stored["tiers"] == ["hot"] and len(stored["chunks"]) >= 1
+        # the same corpus again: everything unchanged, nothing new stored
+        before = client.get("/v1/documents/a7").json()
+        again = wait(
+            client, client.post("/v1/ingest/jobs", json={"documents": batch}).json()["job_id"], {"done"}
+        )
+        assert again["done"] == 40 and client.get("/v1/documents/a7").json() == before
+
+
+def test_unknown_jobs_and_other_tenants_get_404(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    app = create_app(settings(tmp_path, api_keys=["k1", "acme:k2"]), embedder=embedder)
+    with TestClient(app) as client:
+        job = client.post(
+            "/v1/ingest/jobs", json={"documents": docs("t", 2)}, headers={"Authorization": "Bearer k1"}
+        )
+        job_id = job.json()["job_id"]
+        other = client.get(f"/v1/ingest/jobs/{job_id}", headers={"Authorization": "Bearer k2"})
+        assert other.status_code == 404 and other.json()["error"]["code"] == "not_found"
+        missing = client.delete("/v1/ingest/jobs/nope", headers={"Authorization": "Bearer k1"})
+        assert missing.status_code == 404
+        bad = client.post("/v1/ingest/jobs", json={"documents": []}, headers={"Authorization": "Bearer k1"})
+        assert bad.status_code == 422 and "error" in bad.json()
+
+
+def test_cancel_a_queued_and_a_running_job(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+    with TestClient(create_app(settings(tmp_path, max_body_bytes=1 << 20), embedder=embedder)) as client:
+        first = client.post("/v1/ingest/jobs", json={"documents": docs("r", 300)}).json()["job_id"]
+        second = client.post("/v1/ingest/jobs", json={"documents": docs("q", 5)}).json()["job_id"]
+        assert client.delete(f"/v1/ingest/jobs/{second}").json()["status"] == "cancelled"
+        wait(client, first, {"running"})
+        client.delete(f"/v1/ingest/jobs/{first}")
+        body = wait(client, first, {"cancelled"})
+        assert body["done"] < body["total"] == 300
+        assert client.get("/v1/documents/q0").status_code == 404
+        # cancelling a finished job changes nothing
+        assert client.delete(f"/v1/ingest/jobs/{first}").json()["status"] == "cancelled"
+
+
+def test_a_job_left_running_by_a_dead_process_resumes(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    ledger = JobLedger(tmp_path / "jobs.sqlite")
+    job_id = ledger.submit(
+        "default", "auto", [Document(d["id"], d["text"], metadata=d["metadata"]) for d in docs("z", 12)]
+    )
+    ledger.set_status(job_id, "running")  # as if the process died mid-job
+    ledger.close()
+    with TestClient(create_app(settings(tmp_path), embedder=embedder)) as client:
+        body = wait(client, job_id, {"done"})
+        assert body["done"] == 12 and client.get("/v1/documents/z11").status_code == 200
+
+
+def test_an_id_given_twice_in_a_job_keeps_the_last_copy(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    first, last = docs("d", 1, sentences=6)[0], docs("d", 1, sentences=1)[0]
+    last["text"] = "The final version."
+    with TestClient(create_app(settings(tmp_path), embedder=embedder)) as client:
+        job_id = client.post("/v1/ingest/jobs", json={"documents": [first, *docs("x", 3), last]}).json()[
+            "job_id"
+        ]
+        assert wait(client, job_id, {"done"})["total"] == 4
+        chunks = client.get("/v1/documents/d0").json()["chunks"]
+        assert [c["text"] for c in chunks] == ["The final version."]
