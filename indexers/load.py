@@ -5,8 +5,8 @@ Formats: BEIR ``corpus.jsonl[.gz]`` (``_id``, ``title``, ``text``, ``metadata``)
 metadata), and one-document files read by ``indexers.formats``: ``.txt``, ``.md`` (front
 matter → metadata), ``.html``, ``.pdf``. Folders are walked recursively, filtered by glob
 patterns. A file or line that cannot be read becomes a ``LoadFailure`` with a reason; it
-never stops the others. A one-document file's id is its path relative to the folder given,
-without the suffix (``reports/2024/q1``), so equal names in different folders do not collide.
+never stops the others. A one-document file's id is its path relative to the folder given
+(``reports/2024/q1.pdf``), so equal names in different folders or formats do not collide.
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ def _relative_id(path: Path, root: Path) -> str:
         rel = path.relative_to(root)
     except ValueError:
         rel = Path(path.name)
-    return rel.with_suffix("").as_posix()
+    return rel.as_posix()
 
 
 def _mb(size: int) -> str:

@@ -1,4 +1,4 @@
-"""The ``rag-router`` console script: serve · ingest · query · eval."""
+"""The ``rag-router`` console script: serve · ingest · retier · query · eval."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from rich.table import Table
 from indexers.documents import LEGS, Document, Leg
 from indexers.load import FieldMap, LoadOptions, load_paths
 from indexers.pipeline import IngestReport, Placement
+from indexers.retier import RetierReport
+from indexers.retier import retier as run_retier
 from rag_router.answer import SearchParams
 from rag_router.evaluate import SUMMARY_KEYS, Dataset, load_dataset, run_queries, split_dates
 from rag_router.services import Services, build_services
@@ -150,6 +152,38 @@ def _print_report(report: IngestReport) -> None:
         console.print(f"[red]failed[/red] {failure.id}: {failure.error}")
     if len(report.failures) > 20:
         console.print(f"[red]… and {report.count('failed') - 20} more failures[/red]")
+
+
+@app.command()
+def retier(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="only count what would move")] = False,
+) -> None:
+    """Move documents that aged out of the hot window to the cold tier (copy → verify → delete)."""
+    settings = get_settings()
+    _setup_logging(settings)
+    report = asyncio.run(_retier(settings, dry_run))
+    verb = "would move" if dry_run else "moved"
+    console.print(
+        f"{report.aged} documents past the hot window; {verb} {report.moved if not dry_run else report.aged}"
+    )
+    if not dry_run:
+        console.print(f"{report.chunks} chunks now in the cold tier")
+    for error in report.errors:
+        console.print(f"[red]{error}[/red]")
+    if report.errors:
+        raise typer.Exit(1)
+
+
+async def _retier(settings: Settings, dry_run: bool) -> RetierReport:
+    async with _services(settings) as services:
+        return await run_retier(
+            services.tiers["hot"],
+            services.tiers["cold"],
+            services.pipeline,
+            hot_window_days=settings.tiers.hot_window_days,
+            today=dt.date.today(),
+            dry_run=dry_run,
+        )
 
 
 @app.command()

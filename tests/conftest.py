@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from indexers.documents import Document, Vector
 from indexers.embed import SentenceTransformerEmbedder
+from indexers.lexical import Analyzer
 from indexers.load import load_paths
+from indexers.tiers.base import Tier
+from indexers.tiers.local_cold import LocalColdTier
+from indexers.tiers.qdrant_edge import QdrantEdgeTier
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
 
@@ -53,3 +57,17 @@ def sample_docs() -> list[Document]:
     docs = [d for d in load_paths([SAMPLE]) if isinstance(d, Document)]
     assert len(docs) == 33
     return docs
+
+
+@pytest.fixture
+async def tiers(tmp_path: Path) -> AsyncIterator[dict[str, Tier]]:
+    a = Analyzer()
+    made: dict[str, Tier] = {
+        "hot": QdrantEdgeTier(tmp_path / "hot", dim=384, analyzer=a),
+        "cold": LocalColdTier(tmp_path / "cold", dim=384, analyzer=a),
+    }
+    for t in made.values():
+        await t.ensure()
+    yield made
+    for t in made.values():
+        await t.close()

@@ -14,11 +14,12 @@ Errors::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from indexers.documents import EmbeddedChunk, LegHit, SearchQuery, StoredChunk
 
 LegResults = Mapping[str, list[LegHit]]  # leg name ("dense" | "lexical") → ranked hits
+DatedDocument = tuple[str, str, Mapping[str, Any]]  # (tenant, document id, metadata)
 
 
 class TierError(Exception):
@@ -57,6 +58,10 @@ class Tier(Protocol):
 
     async def fetch(self, tenant: str, doc_ids: Sequence[str]) -> list[StoredChunk]:
         """Every stored chunk of these documents (for change detection and GET)."""
+        ...
+
+    async def dated(self, through_year: int) -> list[DatedDocument]:
+        """Documents of every tenant dated in or before ``through_year`` (``retier`` candidates)."""
         ...
 
     async def count(self, tenant: str | None = None) -> int:

@@ -36,7 +36,7 @@ from indexers.documents import (
     Vector,
 )
 from indexers.lexical import Analyzer
-from indexers.tiers.base import LegResults
+from indexers.tiers.base import DatedDocument, LegResults
 from indexers.tiers.cold_lexical import LexicalIndex
 from indexers.tiers.cold_store import ROW_COLUMNS, Store, day_number, filter_sql
 from indexers.tiers.cold_vectors import VectorIndex
@@ -253,6 +253,20 @@ class LocalColdTier:
         if not doc_ids:
             return []
         return await self._worker.run(self._fetch, tenant, list(doc_ids))
+
+    def _dated(self, through_year: int) -> list[DatedDocument]:
+        rows = (
+            self._parts()[0]
+            .reader()
+            .execute(
+                "SELECT tenant, doc_id, MIN(metadata) FROM chunks WHERE year <= ? GROUP BY tenant, doc_id",
+                (through_year,),
+            )
+        )
+        return [(tenant, doc_id, json.loads(meta)) for tenant, doc_id, meta in rows]
+
+    async def dated(self, through_year: int) -> list[DatedDocument]:
+        return await self._worker.run(self._dated, through_year)
 
     def _count(self, tenant: str | None) -> int:
         conn = self._parts()[0].reader()

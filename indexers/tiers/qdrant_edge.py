@@ -34,7 +34,7 @@ import qdrant_edge as qe
 from indexers.documents import EmbeddedChunk, LegHit, SearchQuery, StoredChunk
 from indexers.lexical import Analyzer
 from indexers.tiers import edge_shard as es
-from indexers.tiers.base import LegResults, TierError
+from indexers.tiers.base import DatedDocument, LegResults, TierError
 from indexers.workers import Worker
 
 log = logging.getLogger(__name__)
@@ -256,6 +256,21 @@ class QdrantEdgeTier:
         if not doc_ids:
             return []
         return await self._worker.run(self._fetch, tenant, doc_ids)
+
+    def _dated(self, through_year: int) -> list[DatedDocument]:
+        qfilter = qe.Filter(must=[qe.FieldCondition(key="year", range=qe.RangeFloat(lte=through_year))])
+        found: dict[tuple[str, str], DatedDocument] = {}
+        for _, shard in self._shards():
+            for page in es.scroll(shard, qfilter):
+                for record in page:
+                    p = record.payload or {}
+                    found.setdefault(
+                        (p["tenant"], p["doc_id"]), (p["tenant"], p["doc_id"], p.get("metadata") or {})
+                    )
+        return list(found.values())
+
+    async def dated(self, through_year: int) -> list[DatedDocument]:
+        return await self._worker.run(self._dated, through_year)
 
     def _count(self, tenant: str | None) -> int:
         qfilter = es.tenant_filter(tenant) if tenant is not None else None

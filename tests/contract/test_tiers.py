@@ -236,3 +236,16 @@ async def test_congruence_exact_dense_top_k(
         await t.close()
     for per_tier in rankings:
         assert all(r == per_tier[0] for r in per_tier)
+
+
+async def test_dated_lists_documents_by_year_across_tenants(
+    tier: Tier, embedded_sample: list[EmbeddedChunk]
+) -> None:
+    other = Chunk("o#0", "o", 0, "Another tenant's old memo.", None, {"year": 1990}, tenant="acme")
+    await tier.upsert([EmbeddedChunk(other, embedded_sample[0].vector)])
+    dated = await tier.dated(2000)
+    expected = {(c.chunk.tenant, c.chunk.doc_id) for c in embedded_sample if (c.chunk.year or 9999) <= 2000}
+    assert {(t, d) for t, d, _ in dated} == expected | {("acme", "o")}
+    assert len(dated) == len(expected) + 1  # one entry per document, not per chunk
+    assert all(meta.get("year", 0) <= 2000 or "date" in meta for _, _, meta in dated)
+    assert await tier.dated(1900) == []

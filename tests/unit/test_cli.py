@@ -66,3 +66,15 @@ def test_eval_json_on_a_beir_folder(env: Path) -> None:
         assert key in report
     assert report["queries"] == 2 and report["success@1"] == 1.0 and report["cold_share"] == 1.0
     assert set(report["by_kind"]) == {"topic", "clause"} and report["by_kind"]["clause"]["queries"] == 1
+
+
+def test_retier_moves_what_aged_out(env: Path) -> None:
+    assert runner.invoke(app, ["ingest", str(SAMPLE), "--tier", "hot"]).exit_code == 0  # 1948 forced hot
+    dry = runner.invoke(app, ["retier", "--dry-run"])
+    assert dry.exit_code == 0 and "30 documents past the hot window; would move 30" in dry.output
+    moved = runner.invoke(app, ["retier"])
+    assert moved.exit_code == 0 and "moved 30" in moved.output, moved.output
+    again = runner.invoke(app, ["retier"])
+    assert again.exit_code == 0 and "0 documents past the hot window" in again.output
+    hit = runner.invoke(app, ["query", "freedom of peaceful assembly", "--json", "--top-k", "1"])
+    assert json.loads(hit.stdout[hit.stdout.index("{") :])["hits"][0]["tier"] == "cold"

@@ -39,8 +39,8 @@ def test_text_markdown_and_unreadable_files(tmp_path: Path) -> None:
     (tmp_path / "bad.txt").write_bytes(b"\xff\xfe\xfa broken")
     (tmp_path / "ignored.bin").write_bytes(b"\x00")
     out = {getattr(d, "id", None) or Path(d.source).name: d for d in load_paths([tmp_path])}  # type: ignore[union-attr]
-    assert set(out) == {"a", "sub/b", "empty.txt", "bad.txt"}
-    a = out["a"]
+    assert set(out) == {"a.md", "sub/b.txt", "empty.txt", "bad.txt"}
+    a = out["a.md"]
     assert isinstance(a, Document) and a.title == "The Title" and a.text == "Body text.\n"
     assert isinstance(out["empty.txt"], LoadFailure) and isinstance(out["bad.txt"], LoadFailure)
 
@@ -140,7 +140,7 @@ def test_folder_globs_and_hidden_files(tmp_path: Path) -> None:
         (tmp_path / rel).write_text("text", encoding="utf-8")
     options = LoadOptions(include=["**/*.md", "*.md"], exclude=["**/drafts/*"])
     ids = sorted(d.id for d in load_paths([tmp_path], options=options) if isinstance(d, Document))
-    assert ids == ["a/keep", "b/keep"]
+    assert ids == ["a/keep.md", "b/keep.md"]
 
 
 @pytest.mark.parametrize(

@@ -2,38 +2,18 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from indexers.chunk import Chunker
 from indexers.documents import Document
 from indexers.embed import AsyncEmbedder
 from indexers.embed_cache import EmbeddingCache
-from indexers.lexical import Analyzer
-from indexers.load import LoadFailure
+from indexers.load import LoadFailure, load_paths
 from indexers.pipeline import IngestReport, Pipeline, place
 from indexers.tiers.base import Tier
-from indexers.tiers.local_cold import LocalColdTier
-from indexers.tiers.qdrant_edge import QdrantEdgeTier
 from tests.conftest import CountingEmbedder
 
 TODAY = dt.date(2026, 11, 30)
-
-
-@pytest.fixture
-async def tiers(tmp_path: Path) -> AsyncIterator[dict[str, Tier]]:
-    a = Analyzer()
-    made: dict[str, Tier] = {
-        "hot": QdrantEdgeTier(tmp_path / "hot", dim=384, analyzer=a),
-        "cold": LocalColdTier(tmp_path / "cold", dim=384, analyzer=a),
-    }
-    for t in made.values():
-        await t.ensure()
-    yield made
-    for t in made.values():
-        await t.close()
 
 
 def pipeline(
@@ -163,3 +143,33 @@ async def test_cancel_stops_between_batches(
     report = await p.ingest(docs, cancel=cancel, on_batch=stop_after_first)
     assert report.cancelled and 0 < report.documents < 20
     assert await tiers["hot"].count() < 20 * 2
+
+
+async def test_a_half_broken_batch_lands_every_good_document(
+    counting_embedder: CountingEmbedder, tiers: dict[str, Tier], tmp_path: Path
+) -> None:
+    files = tmp_path / "in"
+    files.mkdir()
+    (files / "corrupt.pdf").write_bytes(b"%PDF-1.4\n%broken beyond repair")
+    (files / "latin1.txt").write_bytes("Caf\xe9 au lait".encode("latin-1"))
+    (files / "empty.md").write_bytes(b"")
+    with (files / "huge.txt").open("wb") as f:
+        f.truncate(50 * 1024 * 1024)  # 50 MB, sparse
+    (files / "lines.jsonl").write_text(
+        '{"id": "j1", "text": "First good line."}\n{oops\n{"id": "j2", "text": "Second good line."}\n',
+        encoding="utf-8",
+    )
+    (files / "good.md").write_text("# Good\n\nA fine markdown file.", encoding="utf-8")
+    (files / "good.html").write_text("<html><body><p>A fine page.</p></body></html>", encoding="utf-8")
+    report = await pipeline(counting_embedder, tiers).ingest(load_paths([files]), collect=True)
+    failed = {Path(r.id).name: r.error or "" for r in report.results if r.status == "failed"}
+    assert set(failed) == {"corrupt.pdf", "latin1.txt", "empty.md", "huge.txt", "lines.jsonl:2"}
+    assert "PDF" in failed["corrupt.pdf"] and "UTF-8" in failed["latin1.txt"]
+    assert (
+        "empty" in failed["empty.md"]
+        and "50.0 MB" in failed["huge.txt"]
+        and "JSON" in failed["lines.jsonl:2"]
+    )
+    landed = {"j1", "j2", "good.md", "good.html"}
+    assert {r.id for r in report.results if r.status == "created"} == landed
+    assert {c.doc_id for c in await tiers["hot"].fetch("default", sorted(landed))} == landed
