@@ -63,9 +63,21 @@ class Chunker:
     overlap_tokens: int = 32
 
     def chunk(self, doc: Document) -> list[Chunk]:
-        chunks: list[Chunk] = []
-        for section in split_sections(doc.text, doc.metadata):
-            for offset, text in self._pack(list(self._pieces(section.text, section.start))):
+        return self.chunk_many([doc])[0]
+
+    def chunk_many(self, docs: Sequence[Document]) -> list[list[Chunk]]:
+        """Chunks per document; the sentences of all documents are counted in one tokenizer call."""
+        parts = [
+            (doc, section, sentence_spans(section.text))
+            for doc in docs
+            for section in split_sections(doc.text, doc.metadata)
+        ]
+        counts = iter(self.count_tokens([s for _, _, spans in parts for _, s in spans]))
+        out: dict[int, list[Chunk]] = {id(doc): [] for doc in docs}
+        for doc, section, spans in parts:
+            pieces = list(self._pieces(spans, [next(counts) for _ in spans], section.start))
+            chunks = out[id(doc)]
+            for offset, text in self._pack(pieces):
                 metadata: dict[str, Any] = dict(section.metadata)
                 if doc.page_starts:
                     metadata["page"] = bisect.bisect_right(doc.page_starts, offset)
@@ -81,13 +93,10 @@ class Chunker:
                         tenant=doc.tenant,
                     )
                 )
-        return chunks
+        return [out[id(doc)] for doc in docs]
 
-    def _pieces(self, text: str, base: int) -> Iterator[Piece]:
-        spans = sentence_spans(text)
-        if not spans:
-            return
-        for (offset, sentence), tokens in zip(spans, self.count_tokens([s for _, s in spans]), strict=True):
+    def _pieces(self, spans: list[tuple[int, str]], counts: list[int], base: int) -> Iterator[Piece]:
+        for (offset, sentence), tokens in zip(spans, counts, strict=True):
             if tokens <= self.max_tokens:
                 yield sentence, tokens, base + offset
             else:

@@ -12,7 +12,7 @@ import logging
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -112,7 +112,10 @@ class SentenceTransformerEmbedder:
         max_batch_tokens: int = 16_384,
     ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        self.device = resolve_device(device)
+        # On a GPU host the tokenizer is the bottleneck: let it use every core (its Rust threads
+        # run without the GIL). On a small CPU box the model needs the cores.
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "true" if self.device.startswith("cuda") else "false")
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as transformers_logging
 
@@ -122,7 +125,6 @@ class SentenceTransformerEmbedder:
         transformers_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
 
         self._name = model
-        self.device = resolve_device(device)
         self._model = SentenceTransformer(resolve_model(model), device=self.device)
         if self.device.startswith("cuda"):
             self._model.half()
@@ -130,6 +132,9 @@ class SentenceTransformerEmbedder:
         # Counting (no truncation) gets its own tokenizer: a Rust tokenizer whose truncation
         # setting changes while another thread encodes raises "Already borrowed".
         self._counter = copy.deepcopy(self._tokenizer)
+        self._counter.backend_tokenizer.no_truncation()
+        self._counter.backend_tokenizer.no_padding()
+        self._pad_id = int(self._tokenizer.pad_token_id or 0)
         self._max_len = int(self._model.max_seq_length or 512)
         self._max_batch = max_batch
         self._max_batch_tokens = max_batch_tokens
@@ -151,8 +156,8 @@ class SentenceTransformerEmbedder:
         """Tokens per text without special tokens (what a chunk's text costs)."""
         if not texts:
             return []
-        encoded = self._counter(list(texts), add_special_tokens=False, truncation=False)["input_ids"]
-        return [len(ids) for ids in encoded]
+        encodings = self._counter.backend_tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        return [len(e) for e in encodings]
 
     def embed(self, texts: Sequence[str]) -> Vector:
         """Tokenize once, then run length-sorted, token-bounded batches through the model."""
@@ -161,15 +166,33 @@ class SentenceTransformerEmbedder:
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
         if not texts:
             return out
-        encoded = self._tokenizer(list(texts), truncation=True, max_length=self._max_len)
-        ids: list[list[int]] = encoded["input_ids"]
+        ids: list[list[int]] = self._tokenizer(list(texts), truncation=True, max_length=self._max_len)[
+            "input_ids"
+        ]
         lengths = [len(i) for i in ids]
         with torch.inference_mode():
             for batch in token_batches(lengths, max_batch=self._max_batch, max_tokens=self._max_batch_tokens):
-                features = self._tokenizer.pad(
-                    {"input_ids": [ids[i] for i in batch]}, padding=True, return_tensors="pt"
-                )
-                features = {k: v.to(self.device, non_blocking=True) for k, v in features.items()}
+                features = self._padded([ids[i] for i in batch])
                 vectors = self._model(features)["sentence_embedding"]
                 out[batch] = vectors.float().cpu().numpy()
         return out
+
+    def _padded(self, rows: list[list[int]]) -> dict[str, Any]:
+        """Right-padded input ids and attention mask as tensors on the model's device."""
+        import torch
+
+        width = max(len(r) for r in rows)
+        input_ids = np.full((len(rows), width), self._pad_id, dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for i, row in enumerate(rows):
+            input_ids[i, : len(row)] = row
+            mask[i, : len(row)] = 1
+        features = {
+            "input_ids": torch.from_numpy(input_ids),
+            "attention_mask": torch.from_numpy(mask),
+            "token_type_ids": torch.zeros_like(torch.from_numpy(input_ids)),
+        }
+        pin = self.device.startswith("cuda")
+        return {
+            k: (v.pin_memory() if pin else v).to(self.device, non_blocking=pin) for k, v in features.items()
+        }

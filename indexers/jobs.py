@@ -23,7 +23,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -246,9 +246,15 @@ class _Running:
 class JobRunner:
     """Runs ledger jobs one at a time in a background task."""
 
-    def __init__(self, ledger: JobLedger, pipeline: Pipeline) -> None:
+    def __init__(
+        self,
+        ledger: JobLedger,
+        pipeline: Pipeline,
+        on_batch: Callable[[Sequence[DocResult], int], None] | None = None,
+    ) -> None:
         self.ledger = ledger
         self._pipeline = pipeline
+        self._on_batch = on_batch  # (results, chunks written): for metrics
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._running: _Running | None = None
@@ -296,6 +302,8 @@ class JobRunner:
             chunks = report.chunks_written - int(last["chunks"])
             await asyncio.to_thread(self.ledger.mark, job_id, results, chunks, now - last["at"])
             last.update(at=now, chunks=report.chunks_written)
+            if self._on_batch is not None:
+                self._on_batch(results, chunks)
 
         try:
             placement = await asyncio.to_thread(self.ledger.placement, job_id)

@@ -15,7 +15,6 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 
-import jieba
 import Stemmer
 from stop_words import get_stop_words
 
@@ -23,7 +22,6 @@ _CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _RUNS = re.compile(rf"([{_CJK}]+)|([^\W_]+)", re.UNICODE)
 _MAX_TERM_LEN = 40
 
-jieba.setLogLevel(logging.WARNING)
 _jieba_lock = threading.Lock()
 
 
@@ -48,12 +46,17 @@ class Analyzer:
 
     def terms(self, text: str) -> list[str]:
         """All terms in order, repeats kept (the document side needs term frequencies)."""
-        words: list[str] = []
-        for cjk, word in _RUNS.findall(text.lower()):
-            if cjk:
-                words.extend(_segment(cjk))
-            elif word not in self._stopwords and len(word) <= _MAX_TERM_LEN:
-                words.append(word)
+        stop = self._stopwords
+        runs = _RUNS.findall(text.lower())
+        if any(cjk for cjk, _ in runs):
+            words: list[str] = []
+            for cjk, word in runs:
+                if cjk:
+                    words.extend(_segment(cjk))
+                elif word not in stop and len(word) <= _MAX_TERM_LEN:
+                    words.append(word)
+        else:  # the common case, as one comprehension
+            words = [w for _, w in runs if w not in stop and len(w) <= _MAX_TERM_LEN]
         if not self._stem:
             return words
         stems: list[str] = self._stemmer().stemWords(words)
@@ -65,10 +68,14 @@ class Analyzer:
 
 
 def _segment(run: str) -> list[str]:
+    import jieba  # imported on first CJK text: it costs ~40 MB and a second of start-up
+
     with _jieba_lock:  # jieba's lazy dictionary load is not thread-safe
+        jieba.setLogLevel(logging.WARNING)
         return [w for w in jieba.lcut(run) if w.strip()]
 
 
+@lru_cache(maxsize=1 << 18)  # a vocabulary repeats: hashing was a third of building a point
 def term_id(term: str) -> int:
     """A stable 32-bit id for a term: the sparse-vector index (Qdrant indices are u32)."""
     return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=4).digest(), "little")

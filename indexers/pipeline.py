@@ -45,6 +45,7 @@ Status = Literal["created", "updated", "unchanged", "failed"]
 Placer = Callable[[Document], TierName]
 Key = tuple[str, str]  # (tenant, document id)
 MAX_FAILURES_KEPT = 1000
+_CHARS_PER_CHUNK = 800  # batches are cut by text size before chunking (~200 tokens of English)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,10 @@ class IngestReport:
     chunks_cached: int = 0
     seconds: float = 0.0
     cancelled: bool = False
+    stage_seconds: dict[str, float] = field(default_factory=dict)  # busy time: read, diff, embed, write
+
+    def timed(self, stage: str, started: float) -> None:
+        self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + time.perf_counter() - started
 
     def count(self, status: Status) -> int:
         return self.counts.get(status, 0)
@@ -155,7 +160,9 @@ class Pipeline:
 
         async def write_stage() -> None:
             while (batch := await embedded.get()) is not None:
+                began = time.perf_counter()
                 await self._write(batch)
+                report.timed("write", began)
                 for key in batch.keys:
                     if in_flight.get(key) is batch:
                         del in_flight[key]
@@ -195,14 +202,18 @@ class Pipeline:
                 if cancel is not None and cancel.is_set():
                     report.cancelled = True
                     break
+                began = time.perf_counter()
                 read = await asyncio.to_thread(self._read_batch, documents, placement)
+                report.timed("read", began)
                 if read is None:
                     break
                 planned, failures = read
                 keys = {(doc.tenant, doc.id) for doc, _, _ in planned}
                 earlier = {id(b): b for k in keys if (b := in_flight.get(k)) is not None}
                 await asyncio.gather(*(b.written.wait() for b in earlier.values()))
+                began = time.perf_counter()
                 batch = await self._diff(planned, failures)
+                report.timed("diff", began)
                 in_flight.update(dict.fromkeys(batch.keys, batch))
                 await out.put(batch)
         finally:
@@ -211,26 +222,31 @@ class Pipeline:
     def _read_batch(
         self, documents: Iterator[Document | LoadFailure], placement: Placement | Placer
     ) -> tuple[list[tuple[Document, TierName, list[Chunk]]], list[DocResult]] | None:
-        """Read and chunk documents until the batch holds ``batch_chunks`` chunks (runs in a thread)."""
-        latest: dict[Key, tuple[Document, TierName, list[Chunk]]] = {}
+        """Read documents until they hold about ``batch_chunks`` chunks of text, then chunk them
+        together (one tokenizer call for all their sentences). Runs in a worker thread."""
+        latest: dict[Key, Document] = {}
         failures: list[DocResult] = []
-        chunks, read, today = 0, 0, self._today()
+        size, read = 0, 0
         for item in documents:
             read += 1
             if isinstance(item, LoadFailure):
                 failures.append(DocResult(item.source, "failed", error=item.reason))
             else:
                 doc = _with_structure(item)
-                planned = self._chunker.chunk(doc)
-                key = (doc.tenant, doc.id)
-                chunks -= len(latest.pop(key, (None, None, []))[2])  # the last copy of an id wins
-                latest[key] = (doc, place(doc, placement, self._hot_window_days, today), planned)
-                chunks += len(planned)
-            if chunks >= self._batch_chunks or read >= 4 * self._batch_chunks:
+                latest.pop((doc.tenant, doc.id), None)  # the last copy of an id wins
+                latest[(doc.tenant, doc.id)] = doc
+                size += len(doc.text) + len(doc.title or "")
+            if size >= _CHARS_PER_CHUNK * self._batch_chunks or read >= 4 * self._batch_chunks:
                 break
         if read == 0:
             return None
-        return list(latest.values()), failures
+        docs = list(latest.values())
+        today = self._today()
+        planned = [
+            (doc, place(doc, placement, self._hot_window_days, today), chunks)
+            for doc, chunks in zip(docs, self._chunker.chunk_many(docs), strict=True)
+        ]
+        return planned, failures
 
     async def _diff(
         self, planned: list[tuple[Document, TierName, list[Chunk]]], failures: list[DocResult]
@@ -270,8 +286,10 @@ class Pipeline:
         try:
             while (batch := await source.get()) is not None:
                 if batch.to_embed:
+                    began = time.perf_counter()
                     texts = [c.embed_text for _, c in batch.to_embed]
                     batch.vectors, cached = await self._embed(texts)
+                    report.timed("embed", began)
                     report.chunks_cached += cached
                     report.chunks_embedded += len(texts) - cached
                 await out.put(batch)

@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
+from indexers.pipeline import DocResult
+
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -45,6 +47,12 @@ class Metrics:
             "rag_ingested_documents", "documents ingested by outcome", ["status"], registry=self.registry
         )
         self.ingested_chunks = Counter("rag_ingested_chunks", "chunks written", registry=self.registry)
+
+    def count_ingest(self, results: Sequence[DocResult], chunks: int) -> None:
+        """One batch of the pipeline (from /v1/documents or a job)."""
+        self.ingested_chunks.inc(chunks)
+        for r in results:
+            self.ingested.labels(status=r.status).inc()
 
     def observe_search(
         self, tiers: Sequence[str], timings_ms: Mapping[str, float], unavailable: Sequence[str]

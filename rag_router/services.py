@@ -124,7 +124,7 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         timeout_s=r.timeout_s,
         weights={"dense": r.dense_weight, "lexical": r.lexical_weight},
     )
-    jobs = JobRunner(JobLedger(settings.data_dir / "jobs.sqlite"), pipeline)
+    jobs = JobRunner(JobLedger(settings.data_dir / "jobs.sqlite"), pipeline, on_batch=metrics.count_ingest)
     return Services(
         settings, embedder, analyzer, tiers, pipeline, searcher, metrics, embed_worker, jobs, cache
     )

@@ -118,9 +118,7 @@ async def add_documents(body: DocumentsRequest, svc: Svc, tenant: Tenant) -> Doc
         )
     docs = _documents(body, tenant)
     report = await svc.pipeline.ingest(docs, placement=body.tier, collect=True)
-    svc.metrics.ingested_chunks.inc(report.chunks_written)
-    for r in report.results:
-        svc.metrics.ingested.labels(status=r.status).inc()
+    svc.metrics.count_ingest(report.results, report.chunks_written)
     return DocumentsResponse(
         results=[
             DocumentResult(id=r.id, status=r.status, chunks=r.chunks, tier=r.tier, error=r.error)

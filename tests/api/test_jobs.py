@@ -61,6 +61,7 @@ def test_a_job_is_accepted_tracked_and_lands(tmp_path: Path, embedder: SentenceT
         assert set(body) >= JOB_FIELDS
         assert (body["total"], body["done"], body["failed"], body["errors"]) == (40, 40, 0, [])
         assert body["chunks_per_s"] > 0 and body["eta_s"] == 0
+        assert 'rag_ingested_documents_total{status="created"} 40.0' in client.get("/metrics").text
         stored = client.get("/v1/documents/a7").json()
         assert stored["tiers"] == ["hot"] and len(stored["chunks"]) >= 1
         # the same corpus again: everything unchanged, nothing new stored
