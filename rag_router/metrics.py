@@ -47,6 +47,29 @@ class Metrics:
             "rag_ingested_documents", "documents ingested by outcome", ["status"], registry=self.registry
         )
         self.ingested_chunks = Counter("rag_ingested_chunks", "chunks written", registry=self.registry)
+        self.llm_ttft = Histogram(
+            "rag_llm_ttft_seconds", "time to the first answer token", buckets=_BUCKETS, registry=self.registry
+        )
+        self.llm_tpot = Histogram(
+            "rag_llm_tpot_seconds",
+            "time per output token after the first",
+            buckets=(0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32),
+            registry=self.registry,
+        )
+        self.llm_tokens = Counter("rag_llm_tokens", "LLM tokens by kind", ["kind"], registry=self.registry)
+        self.answers = Counter(
+            "rag_answers", "answers by mode and outcome", ["mode", "degraded"], registry=self.registry
+        )
+
+    def observe_llm(
+        self, *, ttft_s: float | None, tpot_s: float | None, prompt: int, completion: int
+    ) -> None:
+        if ttft_s is not None:
+            self.llm_ttft.observe(ttft_s)
+        if tpot_s is not None:
+            self.llm_tpot.observe(tpot_s)
+        self.llm_tokens.labels(kind="prompt").inc(prompt)
+        self.llm_tokens.labels(kind="completion").inc(completion)
 
     def count_ingest(self, results: Sequence[DocResult], chunks: int) -> None:
         """One batch of the pipeline (from /v1/documents or a job)."""

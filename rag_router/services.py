@@ -18,6 +18,8 @@ from indexers.tiers.base import Tier
 from indexers.tiers.local_cold import LocalColdTier
 from indexers.tiers.qdrant_edge import QdrantEdgeTier
 from rag_router.answer import Searcher
+from rag_router.generate import Answerer
+from rag_router.llm import LLMClient
 from rag_router.metrics import Metrics
 from rag_router.route import PROMPTS, Policy
 from rag_router.settings import Settings
@@ -36,10 +38,13 @@ class Services:
     metrics: Metrics
     embed_worker: AsyncEmbedder
     jobs: JobRunner
+    answerer: Answerer
     cache: EmbeddingCache | None = None
 
     async def close(self) -> None:
         await self.jobs.close()
+        if self.answerer.llm is not None:
+            await self.answerer.llm.close()
         for tier in self.tiers.values():
             await tier.close()
         self.embed_worker.close()
@@ -125,6 +130,22 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         weights={"dense": r.dense_weight, "lexical": r.lexical_weight},
     )
     jobs = JobRunner(JobLedger(settings.data_dir / "jobs.sqlite"), pipeline, on_batch=metrics.count_ingest)
-    return Services(
-        settings, embedder, analyzer, tiers, pipeline, searcher, metrics, embed_worker, jobs, cache
+    answerer = Answerer(
+        searcher=searcher,
+        analyzer=analyzer,
+        count_tokens=embedder.count_tokens,
+        llm=build_llm(settings, metrics),
+        timeout_s=settings.llm.timeout_s,
+        context_tokens=settings.llm.context_tokens,
     )
+    return Services(
+        settings, embedder, analyzer, tiers, pipeline, searcher, metrics, embed_worker, jobs, answerer, cache
+    )
+
+
+def build_llm(settings: Settings, metrics: Metrics) -> LLMClient | None:
+    s = settings.llm
+    if not s.base_url:
+        return None
+    key = s.api_key.get_secret_value() if s.api_key else None
+    return LLMClient(s.base_url, s.model, api_key=key, max_retries=s.max_retries, metrics=metrics)

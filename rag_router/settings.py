@@ -37,9 +37,15 @@ class ElasticSettings(BaseModel):
 
 
 class LLMSettings(BaseModel):
-    base_url: str | None = Field(None, description="OpenAI-compatible (vLLM) URL; unset → extractive answers")
+    base_url: str | None = Field(
+        None, description="OpenAI-compatible (vLLM) URL ending in /v1; unset → extractive answers"
+    )
     model: str = "Qwen/Qwen2.5-7B-Instruct"
     api_key: SecretStr | None = None
+    timeout_s: float = Field(30.0, gt=0, description="deadline of one answer, retrieval included")
+    max_retries: int = Field(2, ge=0, description="retries before the first token (408/409/429/5xx)")
+    context_tokens: int = Field(8192, ge=512, description="the model's context window (vLLM --max-model-len)")
+    sources: int = Field(5, ge=1, le=20, description="top hits given to the model as numbered sources")
 
 
 class EmbeddingSettings(BaseModel):

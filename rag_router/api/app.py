@@ -12,7 +12,7 @@ from fastapi import FastAPI, Request, Response
 
 from indexers.embed import Embedder
 from rag_router import __version__
-from rag_router.api import errors, routes
+from rag_router.api import answer_routes, errors, routes
 from rag_router.api.limits import BodyLimit
 from rag_router.services import build_services
 from rag_router.settings import Settings
@@ -42,6 +42,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> FastA
     app.state.settings = settings
     errors.install(app)
     app.include_router(routes.router)
+    app.include_router(answer_routes.router)
 
     app.add_middleware(  # inner: runs after the context below
         BodyLimit,

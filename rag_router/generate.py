@@ -1,0 +1,197 @@
+"""Grounded answers, top to bottom: search → compile → generate → parse → cite; or extractive.
+
+``Answerer.answer`` returns the whole response; ``Answerer.events`` yields it as a stream
+(``route``, ``hits``, ``token``…, ``done``). Whatever the LLM does wrong — refuses to connect,
+answers 429/503 past the budget, hangs, breaks the stream, truncates — the response is a 200
+with the extractive answer and ``degraded: true``, never a partial answer presented as whole.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from indexers.lexical import Analyzer
+from rag_router.answer import Searcher, SearchOutcome, SearchParams
+from rag_router.extractive import extractive_answer
+from rag_router.llm import Completion, LLMClient, LLMError
+from rag_router.parse import parse_citations, parse_json
+from rag_router.prompting import CompiledPrompt, Constraints, Source, compile_prompt, enforce_limits, render
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["llm", "extractive"]
+JSON_PROSE_LIMIT = 300  # characters of output with no "{" yet: a JSON answer is not coming
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerParams:
+    search: SearchParams
+    constraints: Constraints | None = None
+    schema: dict[str, Any] | None = None
+    sources: int = 5
+
+
+@dataclass(slots=True)
+class AnswerOutcome:
+    search: SearchOutcome
+    mode: Mode
+    answer: str | None = None
+    answer_json: dict[str, Any] | None = None
+    citations: list[dict[str, Any]] = field(default_factory=list)
+    dropped_citations: list[int] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+    llm_error: str | None = None
+    trimmed: bool = False
+
+    @property
+    def degraded(self) -> bool:
+        return self.search.degraded or self.llm_error is not None
+
+
+class Answerer:
+    def __init__(
+        self,
+        *,
+        searcher: Searcher,
+        analyzer: Analyzer,
+        count_tokens: Callable[[Sequence[str]], list[int]],
+        llm: LLMClient | None,
+        timeout_s: float,
+        context_tokens: int,
+    ) -> None:
+        self._searcher = searcher
+        self._analyzer = analyzer
+        self._count = count_tokens
+        self.llm = llm
+        self._timeout = timeout_s
+        self._context = context_tokens
+
+    async def _prepare(self, params: AnswerParams) -> tuple[SearchOutcome, CompiledPrompt, float]:
+        deadline = time.monotonic() + self._timeout
+        outcome = await self._searcher.search(params.search)
+        sources = [
+            Source(n, h.chunk_id, h.doc_id, h.chunk.title, h.chunk.text)
+            for n, h in enumerate(outcome.hits[: params.sources], 1)
+        ]
+        features = outcome.route.features
+        prompt = compile_prompt(
+            params.search.query,
+            sources,
+            constraints=params.constraints,
+            domain=features.domain if features else None,
+            count_tokens=self._count,
+            context_tokens=self._context,
+            schema=params.schema,
+        )
+        return outcome, prompt, deadline
+
+    async def answer(self, params: AnswerParams) -> AnswerOutcome:
+        outcome, prompt, deadline = await self._prepare(params)
+        if self.llm is None or not prompt.sources:
+            return self._extractive(outcome, prompt, params.search.query, None)
+        try:
+            completion = await self.llm.complete(prompt.messages, deadline=deadline, **_llm_params(prompt))
+        except LLMError as exc:
+            return self._extractive(outcome, prompt, params.search.query, exc)
+        return await self._finish(outcome, prompt, completion, deadline, params.search.query)
+
+    async def events(self, params: AnswerParams) -> AsyncIterator[tuple[str, Any]]:
+        """(event, data) pairs: route, hits, token (repeated), done (an AnswerOutcome)."""
+        outcome, prompt, deadline = await self._prepare(params)
+        yield "route", outcome
+        yield "hits", outcome
+        if self.llm is None or not prompt.sources:
+            yield "done", self._extractive(outcome, prompt, params.search.query, None)
+            return
+        completion = Completion()
+        try:
+            async for delta in self.llm.stream(
+                prompt.messages, deadline=deadline, result=completion, **_llm_params(prompt)
+            ):
+                if prompt.constraints.format == "json" and _hopeless_json(completion.text):
+                    raise LLMError("the output is prose, not the JSON object asked for")
+                yield "token", delta
+        except LLMError as exc:
+            yield "done", self._extractive(outcome, prompt, params.search.query, exc)
+            return
+        yield "done", await self._finish(outcome, prompt, completion, deadline, params.search.query)
+
+    async def _finish(
+        self,
+        outcome: SearchOutcome,
+        prompt: CompiledPrompt,
+        completion: Completion,
+        deadline: float,
+        question: str,
+    ) -> AnswerOutcome:
+        result = AnswerOutcome(
+            outcome, "llm", finish_reason=completion.finish_reason, usage=completion.usage()
+        )
+        text = completion.text.strip()
+        if prompt.constraints.format == "json":
+            parsed = parse_json(text)
+            if parsed.value is None and self.llm is not None:
+                parsed = await self._self_repair(prompt, text, parsed.error or "", deadline)
+            if parsed.value is None:
+                log.info("JSON answer unparseable: %s", parsed.error)
+                return self._extractive(
+                    outcome, prompt, question, LLMError(f"unparseable JSON: {parsed.error}")
+                )
+            result.answer_json = parsed.value
+            text = _json_text(parsed.value)
+        else:
+            text, result.trimmed = enforce_limits(text, prompt.constraints)
+        result.answer = text
+        self._cite(result, prompt, text)
+        return result
+
+    async def _self_repair(self, prompt: CompiledPrompt, broken: str, error: str, deadline: float) -> Any:
+        """At most one LLM call to fix a JSON answer the repairers could not."""
+        assert self.llm is not None
+        message = render("repair.j2", broken=broken, error=error, fields=list(prompt.constraints.json_fields))
+        try:
+            fixed = await self.llm.complete(
+                [{"role": "user", "content": message}], deadline=deadline, **_llm_params(prompt)
+            )
+        except LLMError as exc:
+            log.info("self-repair call failed: %s", exc)
+            return parse_json("")
+        return parse_json(fixed.text)
+
+    def _extractive(
+        self, outcome: SearchOutcome, prompt: CompiledPrompt, question: str, error: Exception | None
+    ) -> AnswerOutcome:
+        if error is not None:
+            log.warning("LLM answer failed, answering extractively: %s", error)
+        text = extractive_answer(question, prompt.sources, prompt.constraints, self._analyzer)
+        result = AnswerOutcome(outcome, "extractive", answer=text, llm_error=str(error) if error else None)
+        self._cite(result, prompt, text)
+        return result
+
+    @staticmethod
+    def _cite(result: AnswerOutcome, prompt: CompiledPrompt, text: str) -> None:
+        cited = parse_citations(text, len(prompt.sources))
+        by_n = {s.n: s for s in prompt.sources}
+        result.citations = [
+            {"n": n, "chunk_id": by_n[n].chunk_id, "doc_id": by_n[n].doc_id} for n in cited.numbers
+        ]
+        result.dropped_citations = cited.dropped
+
+
+def _llm_params(prompt: CompiledPrompt) -> dict[str, Any]:
+    return {"max_tokens": prompt.max_tokens, "response_format": prompt.response_format}
+
+
+def _hopeless_json(text: str) -> bool:
+    return "{" not in text and len(text.strip()) > JSON_PROSE_LIMIT
+
+
+def _json_text(value: dict[str, Any]) -> str:
+    """The JSON answer's string values, for citations and for clients that show text."""
+    parts = [v for v in value.values() if isinstance(v, str)]
+    return " ".join(parts)

@@ -1,0 +1,228 @@
+"""Grounded answers against a scripted vLLM-compatible server on loopback: faults, limits, JSON, SSE."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from indexers.documents import Document
+from indexers.embed import SentenceTransformerEmbedder
+from rag_router.api import create_app
+from rag_router.prompting import count_words
+from rag_router.settings import Settings
+from tests.fakes.vllm import ScriptedLLM, Step, serve, words
+
+TIMEOUT_S = 2.0
+EDUCATION = "Everyone has the right to education [1]. Education shall be free in the elementary stages [1]."
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[tuple[ScriptedLLM, str]]:
+    fake = ScriptedLLM()
+    with serve(fake.app) as url:
+        yield fake, url
+
+
+@pytest.fixture(scope="module")
+def data_dir(
+    tmp_path_factory: pytest.TempPathFactory,
+    embedder: SentenceTransformerEmbedder,
+    sample_docs: list[Document],
+) -> Path:
+    path = tmp_path_factory.mktemp("answer")
+    with TestClient(create_app(Settings(data_dir=path), embedder=embedder)) as c:
+        docs = [
+            {"id": d.id, "text": d.text, "title": d.title, "metadata": dict(d.metadata)} for d in sample_docs
+        ]
+        assert c.post("/v1/documents", json={"documents": docs}).status_code == 200
+    return path
+
+
+@pytest.fixture
+def client(
+    llm: tuple[ScriptedLLM, str], data_dir: Path, embedder: SentenceTransformerEmbedder
+) -> Iterator[TestClient]:
+    settings = Settings(
+        data_dir=data_dir, llm={"base_url": f"{llm[1]}/v1", "timeout_s": TIMEOUT_S, "max_retries": 2}
+    )
+    with TestClient(create_app(settings, embedder=embedder)) as c:  # a fresh breaker per test
+        yield c
+
+
+def ask(client: TestClient, query: str, **extra: Any) -> tuple[dict[str, Any], float]:
+    started = time.monotonic()
+    r = client.post("/v1/answer", json={"query": query, **extra})
+    elapsed = time.monotonic() - started
+    assert r.status_code == 200, r.text
+    return r.json(), elapsed
+
+
+def test_an_llm_answer_is_cited_and_mapped_to_chunks(
+    client: TestClient, llm: tuple[ScriptedLLM, str]
+) -> None:
+    fake, _ = llm
+    fake.play(Step([*words(EDUCATION), " See also [9]."]))
+    body, _ = ask(client, "What does the declaration say about the right to education?")
+    assert body["mode"] == "llm" and body["degraded"] is False and body["finish_reason"] == "stop"
+    assert body["answer"].startswith("Everyone has the right to education [1].")
+    assert body["citations"] == [{"n": 1, "chunk_id": body["hits"][0]["chunk_id"], "doc_id": "udhr-art-26"}]
+    assert body["usage"]["prompt_tokens"] == 100
+    sent = fake.requests[0]
+    assert sent["stream"] is True and sent["messages"][0]["role"] == "system"
+    assert "[1] Universal Declaration of Human Rights, Article 26 — " in sent["messages"][1]["content"]
+
+
+FAULTS = {
+    "503 until the retries run out": [Step(status=503, retry_after="0")],
+    "429 with Retry-After past the deadline": [Step(status=429, retry_after="100")],
+    "error inside a 200 stream": [Step(words(EDUCATION), inband_error_after=3)],
+    "truncated at max_tokens": [Step(words(EDUCATION), finish="length")],
+    "stream ends without [DONE]": [Step(words(EDUCATION), done=False)],
+    "hang after the first token": [Step(words(EDUCATION), hang_after=1)],
+    "hang before any token": [Step(words(EDUCATION), hang_after=0)],
+    "connection reset mid-stream": [Step(words(EDUCATION), reset_after=2)],
+    "400 bad request": [Step(status=400)],
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_every_llm_fault_ends_in_a_degraded_extractive_answer_in_time(
+    client: TestClient, llm: tuple[ScriptedLLM, str], fault: str
+) -> None:
+    llm[0].play(*FAULTS[fault])
+    body, elapsed = ask(client, "What does the declaration say about the right to education?")
+    assert body["mode"] == "extractive" and body["degraded"] is True
+    assert body["answer"] and "[1]" in body["answer"] and body["citations"][0]["doc_id"] == "udhr-art-26"
+    assert elapsed <= TIMEOUT_S + 0.1, elapsed
+
+
+def test_a_retry_after_503_recovers(client: TestClient, llm: tuple[ScriptedLLM, str]) -> None:
+    llm[0].play(Step(status=503, retry_after="0"), Step(words(EDUCATION)))
+    body, _ = ask(client, "right to education?")
+    assert body["mode"] == "llm" and not body["degraded"] and len(llm[0].requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("query", "limit", "measure"),
+    [
+        ("Summarise the right to education in at most 12 words", 12, count_words),
+        ("用不超过20字概括受教育的权利", 20, len),
+    ],
+)
+def test_word_and_character_limits_hold_whatever_the_model_writes(
+    client: TestClient, llm: tuple[ScriptedLLM, str], query: str, limit: int, measure: Any
+) -> None:
+    long_en = (
+        "Everyone has the right to education [1]. " * 3
+        + "Technical education shall be generally available [1]."
+    )
+    long_zh = "人人都有受教育的权利[1]。" + "教育应当免费，至少在初级和基本阶段应如此[1]。" * 3
+    llm[0].play(Step(words(long_zh if "字" in query else long_en)))
+    body, _ = ask(client, query)
+    assert body["mode"] == "llm" and 0 < measure(body["answer"]) <= limit, body["answer"]
+    assert llm[0].requests[0]["max_tokens"] < 120  # compiled from the limit, not the 512 default
+
+
+def test_json_answers_are_repaired_and_guided(client: TestClient, llm: tuple[ScriptedLLM, str]) -> None:
+    fenced = (
+        'Here you go:\n```json\n{"answer": "Everyone has the right to education [1]", "article": "26",}\n```'
+    )
+    llm[0].play(Step(words(fenced)))
+    body, _ = ask(client, "Which article covers education? Answer as JSON with fields answer, article")
+    assert body["answer_json"] == {"answer": "Everyone has the right to education [1]", "article": "26"}
+    assert body["citations"][0]["n"] == 1
+    guided = llm[0].requests[0]["response_format"]
+    assert guided["type"] == "json_schema" and guided["json_schema"]["schema"]["required"] == [
+        "answer",
+        "article",
+    ]
+
+
+def test_one_self_repair_call_when_the_repairers_give_up(
+    client: TestClient, llm: tuple[ScriptedLLM, str]
+) -> None:
+    llm[0].play(Step(words("I am unable to format that.")), Step(words('{"answer": "Free education [1]"}')))
+    body, _ = ask(client, "Right to education, as JSON")
+    assert body["mode"] == "llm" and body["answer_json"] == {"answer": "Free education [1]"}
+    assert len(llm[0].requests) == 2 and "does not parse" in llm[0].requests[1]["messages"][0]["content"]
+
+
+def sse_events(text: str) -> list[tuple[str, Any]]:
+    events = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if "event" in lines:
+            events.append((lines["event"], json.loads(lines["data"])))
+    return events
+
+
+def test_streaming_sends_route_hits_tokens_then_done(
+    client: TestClient, llm: tuple[ScriptedLLM, str]
+) -> None:
+    llm[0].play(Step(words(EDUCATION)))
+    with client.stream("POST", "/v1/answer", json={"query": "right to education?", "stream": True}) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        events = sse_events(r.read().decode())
+    kinds = [k for k, _ in events]
+    assert (
+        kinds[:2] == ["route", "hits"]
+        and kinds[-1] == "done"
+        and kinds.count("token") == len(words(EDUCATION))
+    )
+    assert "".join(d["text"] for k, d in events if k == "token") == EDUCATION
+    assert events[-1][1]["answer"] == EDUCATION and events[-1][1]["mode"] == "llm"
+
+
+def test_a_stream_that_breaks_ends_with_a_degraded_done(
+    client: TestClient, llm: tuple[ScriptedLLM, str]
+) -> None:
+    llm[0].play(Step(words(EDUCATION), done=False))
+    with client.stream("POST", "/v1/answer", json={"query": "right to education?", "stream": True}) as r:
+        events = sse_events(r.read().decode())
+    done = events[-1]
+    assert done[0] == "done" and done[1]["degraded"] is True and done[1]["mode"] == "extractive"
+
+
+def test_without_an_llm_answers_are_extractive_and_not_degraded(
+    data_dir: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    with TestClient(create_app(Settings(data_dir=data_dir), embedder=embedder)) as c:
+        body, _ = ask(c, "Is slavery allowed? Answer in at most 30 words.")
+    assert body["mode"] == "extractive" and body["degraded"] is False
+    assert (
+        count_words(body["answer"]) <= 30
+        and body["citations"]
+        and body["citations"][0]["doc_id"] == "udhr-art-4"
+    )
+
+
+def test_no_retry_once_a_token_has_arrived(client: TestClient, llm: tuple[ScriptedLLM, str]) -> None:
+    llm[0].play(Step(words(EDUCATION), reset_after=2), Step(words(EDUCATION)))
+    body, _ = ask(client, "right to education?")
+    assert body["mode"] == "extractive" and body["degraded"] and len(llm[0].requests) == 1
+
+
+def test_a_client_that_goes_away_cancels_the_upstream_call(
+    llm: tuple[ScriptedLLM, str], data_dir: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    fake, llm_url = llm
+    fake.play(Step(words(EDUCATION), hang_after=1))
+    settings = Settings(data_dir=data_dir, llm={"base_url": f"{llm_url}/v1", "timeout_s": 30})
+    with serve(create_app(settings, embedder=embedder)) as url:
+        with httpx.stream(
+            "POST", f"{url}/v1/answer", json={"query": "education?", "stream": True}, timeout=10
+        ) as r:
+            for line in r.iter_lines():
+                if line.startswith("event: token"):
+                    break  # the model is now hanging mid-answer; we leave
+        deadline = time.monotonic() + 5
+        while fake.cancelled == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert fake.cancelled == 1
