@@ -77,6 +77,10 @@ def test_an_llm_answer_is_cited_and_mapped_to_chunks(
     sent = fake.requests[0]
     assert sent["stream"] is True and sent["messages"][0]["role"] == "system"
     assert "[1] Universal Declaration of Human Rights, Article 26 — " in sent["messages"][1]["content"]
+    metrics = client.get("/metrics").text
+    assert (
+        "rag_llm_ttft_seconds_count 1.0" in metrics and 'rag_llm_tokens_total{kind="completion"}' in metrics
+    )
 
 
 FAULTS = {
@@ -226,3 +230,16 @@ def test_a_client_that_goes_away_cancels_the_upstream_call(
         while fake.cancelled == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
     assert fake.cancelled == 1
+
+
+def test_a_json_answer_that_turns_into_prose_is_stopped_early(
+    client: TestClient, llm: tuple[ScriptedLLM, str]
+) -> None:
+    prose = "Well, let me think about this question carefully before answering it. " * 12
+    llm[0].play(Step(words(prose), delay_s=0.01))
+    query = {"query": "Right to education, as JSON with fields answer", "stream": True}
+    with client.stream("POST", "/v1/answer", json=query) as r:
+        events = sse_events(r.read().decode())
+    tokens = [d for k, d in events if k == "token"]
+    assert events[-1][1]["mode"] == "extractive" and events[-1][1]["degraded"] is True
+    assert 0 < len(tokens) < len(words(prose))  # cut off well before the model finished
