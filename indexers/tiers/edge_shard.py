@@ -12,7 +12,6 @@ import datetime as dt
 import json
 import os
 import sys
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,12 +20,12 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 
-from indexers.documents import EmbeddedChunk, Filters, LegHit, Range, SearchQuery, StoredChunk
-from indexers.lexical import Analyzer, bm25_document_vector, bm25_query_vector
+from indexers.documents import EmbeddedChunk, Filters, LegHit, Range, SearchQuery
+from indexers.lexical import Analyzer, bm25_query_vector
+from indexers.tiers.qdrant_points import DENSE, SPARSE, STORED_KEYS, payload, point_id, sparse, stored
+from indexers.tiers.qdrant_points import iso as _iso
 
-DENSE, SPARSE = "dense", "lexical"
-_POINT_NS = uuid.UUID("5b0c6a36-7c4e-4a55-9d55-2b7b8f3a7e10")
-_STORED_KEYS = ["chunk_id", "doc_id", "text", "title", "metadata", "content_hash"]
+_STORED_KEYS = STORED_KEYS
 _SCROLL = 512
 
 
@@ -47,15 +46,6 @@ class ShardConfig:
                 m=16, ef_construct=100, full_scan_threshold=10_000, max_indexing_threads=self.indexing_threads
             ),
         )
-
-
-def point_id(tenant: str, chunk_id: str) -> str:
-    """Deterministic UUID per (tenant, chunk): a retried upsert overwrites, never duplicates."""
-    return str(uuid.uuid5(_POINT_NS, f"{tenant}\x00{chunk_id}"))
-
-
-def _iso(day: dt.date) -> str:
-    return f"{day.isoformat()}T00:00:00Z"
 
 
 def open_shard(path: Path, config: ShardConfig) -> qe.EdgeShard:
@@ -82,39 +72,12 @@ def _create_payload_indexes(shard: qe.EdgeShard) -> None:
 
 
 def to_point(item: EmbeddedChunk, analyzer: Analyzer, avg_len: float) -> qe.Point:
-    chunk = item.chunk
-    indices, values = bm25_document_vector(analyzer.terms(chunk.embed_text), avg_len=avg_len)
-    payload: dict[str, Any] = {
-        "tenant": chunk.tenant,
-        "chunk_id": chunk.chunk_id,
-        "doc_id": chunk.doc_id,
-        "n": chunk.n,
-        "text": chunk.text,
-        "title": chunk.title,
-        "metadata": dict(chunk.metadata),
-        "content_hash": chunk.content_hash,
-        "kw": chunk.keywords(),
-    }
-    if chunk.year is not None:
-        payload["year"] = chunk.year
-    if chunk.date is not None:
-        payload["date"] = _iso(chunk.date)
+    indices, values = sparse(item, analyzer, avg_len)
     vector: dict[str, Any] = {
         DENSE: item.vector.astype(float).tolist(),
         SPARSE: qe.SparseVector(indices=indices, values=values),
     }
-    return qe.Point(id=point_id(chunk.tenant, chunk.chunk_id), vector=vector, payload=payload)
-
-
-def stored(payload: dict[str, Any]) -> StoredChunk:
-    return StoredChunk(
-        chunk_id=payload["chunk_id"],
-        doc_id=payload["doc_id"],
-        text=payload["text"],
-        title=payload.get("title"),
-        metadata=payload.get("metadata") or {},
-        content_hash=payload["content_hash"],
-    )
+    return qe.Point(id=point_id(item.chunk.tenant, item.chunk.chunk_id), vector=vector, payload=payload(item))
 
 
 # queries -------------------------------------------------------------------------------

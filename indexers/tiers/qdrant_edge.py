@@ -34,6 +34,7 @@ import qdrant_edge as qe
 from indexers.documents import EmbeddedChunk, LegHit, SearchQuery, StoredChunk
 from indexers.lexical import Analyzer
 from indexers.tiers import edge_shard as es
+from indexers.tiers import qdrant_points as qp
 from indexers.tiers.base import DatedDocument, LegResults, TierError
 from indexers.workers import Worker
 
@@ -149,7 +150,7 @@ class QdrantEdgeTier:
             self._background = asyncio.create_task(self.compact(merge=False))
 
     def _delete(self, tenant: str, chunk_ids: Sequence[str]) -> None:
-        ids: list[qe.PointId] = [es.point_id(tenant, c) for c in chunk_ids]
+        ids: list[qe.PointId] = [qp.point_id(tenant, c) for c in chunk_ids]
         with self._lock:
             for _, shard in self._shards():
                 shard.update(qe.UpdateOperation.delete_points(ids))
@@ -250,7 +251,7 @@ class QdrantEdgeTier:
             for r in page
         ]
         payloads.sort(key=lambda p: (p.get("doc_id", ""), p.get("n", 0)))  # document order
-        return [es.stored(p) for p in payloads]
+        return [qp.stored(p) for p in payloads]
 
     async def fetch(self, tenant: str, doc_ids: Sequence[str]) -> list[StoredChunk]:
         if not doc_ids:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import hashlib
+import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -38,7 +40,37 @@ def local_cold(path: Path, dim: int, **kw: object) -> Tier:
     )
 
 
-TIERS = {"qdrant-edge": qdrant_edge, "local-cold": local_cold}
+def qdrant_local(path: Path, dim: int, **kw: object) -> Tier:
+    """qdrant-client's local mode: the server adapter's code paths, in process."""
+    from qdrant_client import AsyncQdrantClient
+
+    from indexers.tiers.qdrant_server import QdrantServerTier
+
+    client = AsyncQdrantClient(path=str(path))
+    return QdrantServerTier(
+        client, collection="hot", dim=dim, analyzer=ANALYZER, engine="qdrant-local", local=True
+    )
+
+
+def qdrant_server(path: Path, dim: int, **kw: object) -> Tier:
+    url = os.environ.get("RAG_TEST_QDRANT_URL")
+    if not url:
+        pytest.skip("RAG_TEST_QDRANT_URL is not set: no Qdrant server to test against")
+    from qdrant_client import AsyncQdrantClient
+
+    from indexers.tiers.qdrant_server import QdrantServerTier
+
+    client = AsyncQdrantClient(url=url, api_key=os.environ.get("RAG_TEST_QDRANT_API_KEY"))
+    collection = "test_" + hashlib.blake2b(str(path).encode(), digest_size=6).hexdigest()
+    return QdrantServerTier(client, collection=collection, dim=dim, analyzer=ANALYZER)
+
+
+TIERS = {
+    "qdrant-edge": qdrant_edge,
+    "local-cold": local_cold,
+    "qdrant-local": qdrant_local,
+    "qdrant-server": qdrant_server,
+}
 
 
 @pytest.fixture(params=sorted(TIERS))
