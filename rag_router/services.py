@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import yaml
+from pydantic import SecretStr
 
 from indexers.chunk import Chunker
 from indexers.documents import TierName
@@ -14,7 +16,7 @@ from indexers.embed_cache import EmbeddingCache
 from indexers.jobs import JobLedger, JobRunner
 from indexers.lexical import Analyzer
 from indexers.pipeline import Pipeline
-from indexers.tiers.base import Tier
+from indexers.tiers.base import Tier, TierUnavailable
 from indexers.tiers.local_cold import LocalColdTier
 from indexers.tiers.qdrant_edge import QdrantEdgeTier
 from rag_router.answer import Searcher
@@ -60,25 +62,54 @@ def build_embedder(settings: Settings) -> Embedder:
 
 
 def build_tiers(settings: Settings, dim: int, analyzer: Analyzer) -> dict[TierName, Tier]:
-    if settings.qdrant.url or settings.elastic.url:
-        raise NotImplementedError(
-            "server tiers (RAG_QDRANT__URL / RAG_ELASTIC__URL) are not available in this version; "
-            "unset them to use the embedded engines"
+    """Server engines where a URL is set, embedded engines otherwise; no code change to switch."""
+    return {"hot": _hot_tier(settings, dim, analyzer), "cold": _cold_tier(settings, dim, analyzer)}
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return value.get_secret_value() if value is not None else None
+
+
+def _hot_tier(settings: Settings, dim: int, analyzer: Analyzer) -> Tier:
+    q = settings.qdrant
+    if q.url:
+        from qdrant_client import AsyncQdrantClient
+
+        from indexers.tiers.qdrant_server import QdrantServerTier
+
+        # no version probe in a background thread at construction; /readyz reports reachability
+        client = AsyncQdrantClient(url=q.url, api_key=_secret(q.api_key), check_compatibility=False)
+        return QdrantServerTier(
+            client, collection=q.collection, dim=dim, analyzer=analyzer, hnsw_ef=q.hnsw_ef
         )
-    data = settings.data_dir
-    hot = QdrantEdgeTier(
-        data / "hot",
+    return QdrantEdgeTier(
+        settings.data_dir / "hot",
         dim=dim,
         analyzer=analyzer,
-        indexing_threshold_kb=settings.qdrant.indexing_threshold_kb,
-        hnsw_ef=settings.qdrant.hnsw_ef,
-        fresh_limit=settings.qdrant.fresh_limit,
-        compaction=settings.qdrant.compaction,
+        indexing_threshold_kb=q.indexing_threshold_kb,
+        hnsw_ef=q.hnsw_ef,
+        fresh_limit=q.fresh_limit,
+        compaction=q.compaction,
     )
-    cold = LocalColdTier(
-        data / "cold", dim=dim, analyzer=analyzer, ivf_threshold=settings.elastic.ivf_threshold
+
+
+def _cold_tier(settings: Settings, dim: int, analyzer: Analyzer) -> Tier:
+    e = settings.elastic
+    if e.url:
+        from elasticsearch import AsyncElasticsearch
+
+        from indexers.tiers.elastic import ElasticTier
+
+        auth: dict[str, Any] = {"api_key": _secret(e.api_key)} if e.api_key else {}
+        if not e.api_key and e.username:
+            auth = {"basic_auth": (e.username, _secret(e.password) or "")}
+        if e.ca_certs:
+            auth["ca_certs"] = e.ca_certs
+        client = AsyncElasticsearch(e.url, **auth)
+        return ElasticTier(client, index=e.index, dim=dim)
+    return LocalColdTier(
+        settings.data_dir / "cold", dim=dim, analyzer=analyzer, ivf_threshold=e.ivf_threshold
     )
-    return {"hot": hot, "cold": cold}
 
 
 async def build_services(settings: Settings, embedder: Embedder | None = None) -> Services:
@@ -86,8 +117,11 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
     embedder = embedder or build_embedder(settings)
     analyzer = Analyzer()
     tiers = build_tiers(settings, embedder.dim, analyzer)
-    for tier in tiers.values():
-        await tier.ensure()
+    for name, tier in tiers.items():
+        try:
+            await tier.ensure()
+        except TierUnavailable as exc:  # a server not up yet: start anyway, /readyz says 503
+            log.warning("%s tier (%s) unavailable at start: %s", name, tier.engine, exc)
     metrics = Metrics()
     embed_worker = AsyncEmbedder(embedder)
     chunker = Chunker(

@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class QdrantSettings(BaseModel):
     url: str | None = Field(None, description="Qdrant server URL; unset → embedded Qdrant Edge")
     api_key: SecretStr | None = None
+    collection: str = Field("rag_hot", description="the hot tier's collection on a Qdrant server")
     hnsw_ef: int = Field(128, ge=8, description="HNSW search breadth of the embedded hot tier")
     indexing_threshold_kb: int | None = Field(
         None,
@@ -33,6 +34,10 @@ class QdrantSettings(BaseModel):
 class ElasticSettings(BaseModel):
     url: str | None = Field(None, description="Elasticsearch URL; unset → embedded tantivy + FAISS")
     api_key: SecretStr | None = None
+    username: str | None = Field(None, description="basic auth user (e.g. elastic) when no API key")
+    password: SecretStr | None = None
+    ca_certs: str | None = Field(None, description="CA bundle for an https URL with a private CA")
+    index: str = Field("rag-cold", description="the cold tier's index (its template matches index*)")
     ivf_threshold: int = Field(200_000, ge=1, description="vectors above which FAISS switches to IVF-SQ8")
 
 

@@ -65,11 +65,25 @@ def qdrant_server(path: Path, dim: int, **kw: object) -> Tier:
     return QdrantServerTier(client, collection=collection, dim=dim, analyzer=ANALYZER)
 
 
+def elasticsearch(path: Path, dim: int, **kw: object) -> Tier:
+    url = os.environ.get("RAG_TEST_ELASTIC_URL")
+    if not url:
+        pytest.skip("RAG_TEST_ELASTIC_URL is not set: no Elasticsearch server to test against")
+    from elasticsearch import AsyncElasticsearch
+
+    from indexers.tiers.elastic import ElasticTier
+
+    client = AsyncElasticsearch(url, api_key=os.environ.get("RAG_TEST_ELASTIC_API_KEY"))
+    index = "rag-test-" + hashlib.blake2b(str(path).encode(), digest_size=6).hexdigest()
+    return ElasticTier(client, index=index, dim=dim)
+
+
 TIERS = {
     "qdrant-edge": qdrant_edge,
     "local-cold": local_cold,
     "qdrant-local": qdrant_local,
     "qdrant-server": qdrant_server,
+    "elasticsearch": elasticsearch,
 }
 
 
