@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from indexers.documents import Vector
+from indexers.query_batcher import Observe, QueryBatcher
 from indexers.workers import Worker
 
 log = logging.getLogger(__name__)
@@ -46,10 +47,30 @@ class AsyncEmbedder:
     pool warm on its own thread.
     """
 
-    def __init__(self, embedder: Embedder, queue: int = 1024) -> None:
+    def __init__(
+        self,
+        embedder: Embedder,
+        queue: int = 1024,
+        *,
+        query_batch: int = 32,
+        query_wait_s: float = 0.002,
+        query_cache: int = 10_000,
+        observe: Observe | None = None,
+    ) -> None:
         self.sync = embedder
         self._queries = Worker("embed-query", threads=1, queue=queue)
         self._bulk = Worker("embed-bulk", threads=1, queue=queue)
+        self.batcher = QueryBatcher(
+            self.embed,
+            max_batch=query_batch,
+            max_wait_s=query_wait_s,
+            cache_size=query_cache,
+            observe=observe,
+        )
+
+    async def embed_query(self, text: str) -> Vector:
+        """One query's vector: cached, or micro-batched with concurrent queries."""
+        return await self.batcher.embed(text)
 
     async def embed(self, texts: Sequence[str]) -> Vector:
         """Latency lane: queries."""

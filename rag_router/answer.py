@@ -128,7 +128,7 @@ class Searcher:
             route = self.route(params)
             terms = self._analyzer.query_terms(params.query) if "lexical" in params.legs else []
         with _timer(timings, "embed"):
-            vector = (await self._embedder.embed([params.query]))[0] if "dense" in params.legs else None
+            vector = await self._embedder.embed_query(params.query) if "dense" in params.legs else None
         query = SearchQuery(
             text=params.query,
             terms=terms,

@@ -56,10 +56,30 @@ class Metrics:
             buckets=(0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32),
             registry=self.registry,
         )
+        self.query_batch = Histogram(
+            "rag_query_batch_size",
+            "queries per embedder forward pass",
+            buckets=(1, 2, 4, 8, 16, 32, 64),
+            registry=self.registry,
+        )
+        self.query_wait = Histogram(
+            "rag_query_batch_wait_seconds",
+            "time a query waited for its forward pass",
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
+            registry=self.registry,
+        )
+        self.rejected = Counter(
+            "rag_rejected_requests", "requests refused by admission control", registry=self.registry
+        )
         self.llm_tokens = Counter("rag_llm_tokens", "LLM tokens by kind", ["kind"], registry=self.registry)
         self.answers = Counter(
             "rag_answers", "answers by mode and outcome", ["mode", "degraded"], registry=self.registry
         )
+
+    def observe_query_batch(self, size: int, waits: Sequence[float]) -> None:
+        self.query_batch.observe(size)
+        for wait in waits:
+            self.query_wait.observe(wait)
 
     def observe_llm(
         self, *, ttft_s: float | None, tpot_s: float | None, prompt: int, completion: int

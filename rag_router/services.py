@@ -11,7 +11,7 @@ from pydantic import SecretStr
 
 from indexers.chunk import Chunker
 from indexers.documents import TierName
-from indexers.embed import AsyncEmbedder, Embedder, SentenceTransformerEmbedder
+from indexers.embed import AsyncEmbedder, Embedder, SentenceTransformerEmbedder, resolve_device
 from indexers.embed_cache import EmbeddingCache
 from indexers.jobs import JobLedger, JobRunner
 from indexers.lexical import Analyzer
@@ -56,6 +56,19 @@ class Services:
 
 def build_embedder(settings: Settings) -> Embedder:
     e = settings.embedding
+    backend = e.backend
+    if backend == "auto":
+        backend = "torch" if resolve_device(e.device).startswith("cuda") else "onnx"
+    if backend in ("onnx", "onnx-int8"):
+        from indexers.embed_onnx import OnnxEmbedder
+
+        return OnnxEmbedder(
+            e.model,
+            backend=backend,
+            cache_dir=e.cache_dir / "onnx",
+            max_batch=e.max_batch,
+            max_batch_tokens=e.max_batch_tokens,
+        )
     return SentenceTransformerEmbedder(
         e.model, device=e.device, max_batch=e.max_batch, max_batch_tokens=e.max_batch_tokens
     )
@@ -123,7 +136,14 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         except TierUnavailable as exc:  # a server not up yet: start anyway, /readyz says 503
             log.warning("%s tier (%s) unavailable at start: %s", name, tier.engine, exc)
     metrics = Metrics()
-    embed_worker = AsyncEmbedder(embedder)
+    e = settings.embedding
+    embed_worker = AsyncEmbedder(
+        embedder,
+        query_batch=e.query_batch,
+        query_wait_s=e.query_wait_ms / 1000,
+        query_cache=e.query_cache,
+        observe=metrics.observe_query_batch,
+    )
     chunker = Chunker(
         embedder.count_tokens,
         max_tokens=settings.chunk.max_tokens,

@@ -6,6 +6,7 @@ nothing reads the environment at import time.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -56,8 +57,20 @@ class LLMSettings(BaseModel):
 class EmbeddingSettings(BaseModel):
     model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers model name or path")
     device: str = Field("auto", description="auto | cpu | cuda | cuda:N")
+    cache_dir: Path = Field(
+        default_factory=lambda: (
+            Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rag-router"
+        ),
+        description="exported ONNX models (once per machine)",
+    )
+    backend: Literal["auto", "torch", "onnx", "onnx-int8"] = Field(
+        "auto", description="auto: torch on CUDA, ONNX Runtime fp32 on CPU (same vectors, faster)"
+    )
     max_batch: int = Field(64, ge=1)
     max_batch_tokens: int = Field(16_384, ge=256)
+    query_batch: int = Field(32, ge=1, description="queries embedded together at most (micro-batching)")
+    query_wait_ms: float = Field(2.0, ge=0, description="how long an idle embedder waits for more queries")
+    query_cache: int = Field(10_000, ge=0, description="query embeddings kept (LRU); 0 disables")
 
 
 class ChunkSettings(BaseModel):
@@ -103,6 +116,9 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024)
     max_documents_per_request: int = Field(256, ge=1)
+    max_inflight: int = Field(
+        64, ge=1, description="search/answer requests in flight; more get 429 with Retry-After at once"
+    )
 
     qdrant: QdrantSettings = Field(default_factory=QdrantSettings)
     elastic: ElasticSettings = Field(default_factory=ElasticSettings)

@@ -13,7 +13,7 @@ from fastapi import FastAPI, Request, Response
 from indexers.embed import Embedder
 from rag_router import __version__
 from rag_router.api import answer_routes, errors, routes
-from rag_router.api.limits import BodyLimit
+from rag_router.api.limits import BodyLimit, InFlightLimit
 from rag_router.services import build_services
 from rag_router.settings import Settings
 
@@ -44,6 +44,12 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> FastA
     app.include_router(routes.router)
     app.include_router(answer_routes.router)
 
+    def rejected() -> None:
+        services = getattr(app.state, "services", None)
+        if services is not None:
+            services.metrics.rejected.inc()
+
+    app.add_middleware(InFlightLimit, limit=settings.max_inflight, on_reject=rejected)
     app.add_middleware(  # inner: runs after the context below
         BodyLimit,
         max_bytes=settings.max_body_bytes,

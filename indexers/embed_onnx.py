@@ -1,0 +1,172 @@
+"""The embedder on ONNX Runtime: exported offline from the sentence-transformers model, cached.
+
+``onnx`` is the fp32 graph (its vectors equal PyTorch's to ~1e-7); ``onnx-int8`` is the same
+graph with dynamically quantised weights (faster on CPU, not identical: use it only where the
+evaluation says so, docs/benchmarks.md). The export runs once per model into ``cache_dir``
+(keyed by the weights' hash) and needs PyTorch only then; mean pooling and L2 normalisation
+are done in numpy, as the sentence-transformers pipeline does them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import numpy as np
+
+from indexers.documents import Vector
+from indexers.embed import resolve_model, token_batches
+
+log = logging.getLogger(__name__)
+
+OnnxBackend = Literal["onnx", "onnx-int8"]
+_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def _fingerprint(model_dir: Path) -> str:
+    digest = hashlib.blake2b(digest_size=8)
+    for name in ("model.safetensors", "pytorch_model.bin", "config.json"):
+        path = model_dir / name
+        if path.exists():
+            digest.update(name.encode())
+            digest.update(str(path.stat().st_size).encode())
+            with path.open("rb") as f:
+                digest.update(f.read(1 << 20))
+    return digest.hexdigest()
+
+
+def export(model_dir: Path, dest: Path) -> None:
+    """The transformer of a sentence-transformers model → ONNX (opset 17, dynamic batch and length)."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(model_dir), device="cpu")
+    bert = cast(torch.nn.Module, model[0].auto_model)
+    bert.eval()
+
+    class Encoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            out = self.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+            return out.last_hidden_state
+
+    # Trace with real padding: an all-ones mask lets the model skip masking in the traced graph.
+    sample = model.tokenizer(
+        ["a short one", "and a somewhat longer example sentence"], padding=True, return_tensors="pt"
+    )
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_suffix(f".{os.getpid()}.tmp")  # concurrent exports never share a file
+    # The TorchScript exporter (dynamo=False): the torch.export one needs onnxscript. Its
+    # deprecation notice and tracer warnings are expected; the test suite checks the exported
+    # graph against PyTorch on padded batches of different lengths.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _export(torch, Encoder(), sample, tmp)
+    tmp.replace(dest)
+
+
+def _export(torch: Any, encoder: Any, sample: Any, tmp: Path) -> None:
+    torch.onnx.export(
+        encoder.eval(),  # eval: export restores the wrapper's mode on the model afterwards
+        tuple(sample[k] for k in _INPUTS),
+        str(tmp),
+        input_names=list(_INPUTS),
+        output_names=["last_hidden_state"],
+        dynamic_axes={n: {0: "batch", 1: "tokens"} for n in (*_INPUTS, "last_hidden_state")},
+        opset_version=17,
+        dynamo=False,
+    )
+
+
+def quantize(source: Path, dest: Path) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    tmp = dest.with_suffix(f".{os.getpid()}.tmp")
+    quantize_dynamic(str(source), str(tmp), weight_type=QuantType.QInt8)
+    tmp.replace(dest)
+
+
+class OnnxEmbedder:
+    """Same contract as ``SentenceTransformerEmbedder`` (length-sorted, token-bounded batches)."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        backend: OnnxBackend = "onnx",
+        cache_dir: Path,
+        max_batch: int = 64,
+        max_batch_tokens: int = 16_384,
+        threads: int | None = None,
+    ) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import onnxruntime as ort
+        from transformers import AutoTokenizer
+
+        model_dir = Path(resolve_model(model))
+        folder = cache_dir / f"{model_dir.name}-{_fingerprint(model_dir)}"
+        fp32 = folder / "model.onnx"
+        if not fp32.exists():
+            log.info("exporting %s to ONNX in %s (once)", model, folder)
+            export(model_dir, fp32)
+        path = fp32
+        if backend == "onnx-int8":
+            path = folder / "model-int8.onnx"
+            if not path.exists():
+                quantize(fp32, path)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or os.cpu_count() or 1
+        self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self._tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        self._counter = AutoTokenizer.from_pretrained(str(model_dir))
+        self._counter.backend_tokenizer.no_truncation()  # tokenizer.json may carry fixed padding
+        self._counter.backend_tokenizer.no_padding()
+        self._max_len = 256
+        self._dim = int(self._session.get_outputs()[0].shape[-1] or 384)
+        self._name = model
+        self.backend = backend
+        self.device = "cpu"
+        self._max_batch = max_batch
+        self._max_batch_tokens = max_batch_tokens
+
+    @property
+    def model_name(self) -> str:
+        return f"{self._name}@{self.backend}"
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        if not texts:
+            return []
+        encodings = self._counter.backend_tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        return [len(e) for e in encodings]
+
+    def embed(self, texts: Sequence[str]) -> Vector:
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        if not texts:
+            return out
+        lengths = [min(n + 2, self._max_len) for n in self.count_tokens(texts)]
+        for batch in token_batches(lengths, max_batch=self._max_batch, max_tokens=self._max_batch_tokens):
+            tok = self._tokenizer(
+                [texts[i] for i in batch],
+                padding=True,
+                truncation=True,
+                max_length=self._max_len,
+                return_tensors="np",
+            )
+            feeds = {k: tok[k].astype(np.int64) for k in _INPUTS}
+            hidden = self._session.run(None, feeds)[0]
+            mask = feeds["attention_mask"][..., None].astype(np.float32)
+            pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
+            out[batch] = pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        return out

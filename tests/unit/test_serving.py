@@ -1,0 +1,98 @@
+"""Serving under load: micro-batched query embeddings, their cache, and admission control."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import httpx
+import numpy as np
+import pytest
+from starlette.types import Receive, Scope, Send
+
+from indexers.documents import Vector
+from indexers.embed import AsyncEmbedder, SentenceTransformerEmbedder
+from indexers.query_batcher import QueryBatcher
+from rag_router.api.limits import InFlightLimit
+
+
+async def test_concurrent_queries_share_forward_passes_and_get_their_own_vectors(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    batches: list[int] = []
+    worker = AsyncEmbedder(embedder, query_batch=8, observe=lambda size, waits: batches.append(size))
+    queries = [f"question number {i} about protein folding" for i in range(20)]
+    vectors = await asyncio.gather(*(worker.embed_query(q) for q in queries))
+    alone = embedder.embed(queries)
+    assert np.allclose(np.stack(vectors), alone, atol=1e-5)
+    assert sum(batches) == 20 and len(batches) < 20 and max(batches) <= 8
+    again = await worker.embed_query("  question number 3 about protein   folding ")  # normalised: a hit
+    assert worker.batcher.hits == 1 and np.array_equal(again, vectors[3]) and not again.flags.writeable
+    worker.close()
+
+
+async def test_cancelled_requests_drop_out_and_errors_reach_every_waiter() -> None:
+    calls: list[list[str]] = []
+    gate = asyncio.Event()
+
+    async def run(texts: Sequence[str]) -> Vector:
+        calls.append(list(texts))
+        await gate.wait()
+        if "boom" in texts:
+            raise RuntimeError("embedder failed")
+        return np.ones((len(texts), 2), dtype=np.float32)
+
+    batcher = QueryBatcher(run, max_batch=4, max_wait_s=0.001, cache_size=0)
+    first = asyncio.create_task(batcher.embed("a"))
+    await asyncio.sleep(0.01)  # "a" is in a forward pass now
+    waiting = [asyncio.create_task(batcher.embed(t)) for t in ("b", "c", "d")]
+    await asyncio.sleep(0)
+    waiting[0].cancel()
+    gate.set()
+    assert (await first).tolist() == [1.0, 1.0]
+    assert [r.tolist() for r in await asyncio.gather(*waiting[1:])] == [[1.0, 1.0]] * 2
+    assert calls == [["a"], ["c", "d"]]  # "b" was cancelled before its pass and is not embedded
+    failing = [asyncio.create_task(batcher.embed(t)) for t in ("boom", "e")]
+    for task in failing:
+        with pytest.raises(RuntimeError, match="embedder failed"):
+            await task
+
+
+async def test_admission_control_refuses_at_once_over_the_bound() -> None:
+    release = asyncio.Event()
+
+    async def slow(scope: Scope, receive: Receive, send: Send) -> None:
+        await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    rejected: list[int] = []
+    limited = InFlightLimit(slow, limit=2, on_reject=lambda: rejected.append(1))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=limited), base_url="http://t") as client:
+        admitted = [asyncio.create_task(client.post("/v1/search", json={})) for _ in range(2)]
+        await asyncio.sleep(0.05)
+        over = await asyncio.wait_for(client.post("/v1/search", json={}), timeout=0.5)
+        assert over.status_code == 429 and over.headers["retry-after"] == "1"
+        assert over.json()["error"]["code"] == "overloaded" and rejected == [1]
+        release.set()
+        assert [r.status_code for r in await asyncio.gather(*admitted)] == [200, 200]
+        assert limited.inflight == 0
+
+
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
+def test_onnx_backends_are_exported_once_and_match_torch(
+    backend: str, embedder: SentenceTransformerEmbedder, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from indexers.embed_onnx import OnnxEmbedder
+
+    cache = tmp_path_factory.getbasetemp() / "onnx-cache"  # shared by both cases: one export
+    onnx = OnnxEmbedder("all-MiniLM-L6-v2", backend=backend, cache_dir=cache)  # type: ignore[arg-type]
+    texts = ["Can I be held in slavery?", "第十七条 被遗忘权", "right to education " * 40]
+    reference = embedder.embed(texts)
+    cosine = (onnx.embed(texts) * reference).sum(axis=1)
+    assert onnx.count_tokens(texts) == embedder.count_tokens(texts) and onnx.dim == 384
+    if backend == "onnx":
+        assert np.allclose(cosine, 1.0, atol=1e-5)
+    else:
+        assert cosine.min() > 0.85 and cosine.max() < 0.9999 and onnx.model_name.endswith("@onnx-int8")
+    assert len(list(cache.glob("*/model.onnx"))) == 1
