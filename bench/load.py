@@ -1,0 +1,217 @@
+"""Load on /v1/search over loopback, as ratios to this machine's limits measured in the same run.
+
+    python bench/load.py --data-dir /tmp/ev/scifact-onnx --out docs/bench-load.json
+    python bench/load.py --data-dir … --soak 300      # + RSS of the server over a 5-minute run
+
+Starts ``rag-router serve`` on an already-ingested data dir (e.g. one ``rag-router eval
+--data-dir`` left), then: (1) the raw embedder's best batched queries/s and its one-at-a-time
+latency, in this process, same backend; (2) a no-op endpoint of the same app (``/healthz``) at
+64 clients; (3) ``/v1/search`` (route ``both``) at 1, 8, 32, 64, 128 clients for ``--seconds``
+each, with real SciFact and Cranfield queries and the query cache off (every query is
+embedded); (4) 4× the admission bound: admitted p99 against the 64-client p99, and how fast the
+rest are refused. Reports throughput, p50/p95/p99 and errors per level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._common import free_port, machine, percentiles
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def load_queries() -> list[str]:
+    out = []
+    for name in ("scifact", "cranfield"):
+        path = DATA / name / "queries.jsonl"
+        out += [
+            json.loads(line)["text"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+        ]
+    return out
+
+
+def raw_embedder(backend: str, queries: list[str]) -> dict[str, Any]:
+    from rag_router.services import build_embedder
+    from rag_router.settings import Settings
+
+    embedder = build_embedder(Settings(embedding={"backend": backend}))
+    sample = queries[:512]
+    embedder.embed(sample[:64])  # warm-up
+    single = []
+    for q in sample[:200]:
+        started = time.perf_counter()
+        embedder.embed([q])
+        single.append((time.perf_counter() - started) * 1000)
+    best = {}
+    for size in (8, 16, 32, 64):
+        started = time.perf_counter()
+        for i in range(0, len(sample), size):
+            embedder.embed(sample[i : i + size])
+        best[size] = round(len(sample) / (time.perf_counter() - started), 1)
+    return {"single_ms": percentiles(single), "batched_qps": best, "best_qps": max(best.values())}
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def drive(url: str, path: str, clients: int, seconds: float, queries: list[str]) -> dict[str, Any]:
+    latencies: list[float] = []
+    refused: list[float] = []
+    statuses: Counter[int] = Counter()
+    retry_after: set[str] = set()
+    counter = iter(range(1 << 40))
+    stop = time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
+
+        async def worker() -> None:
+            while time.perf_counter() < stop:
+                query = queries[next(counter) % len(queries)]
+                started = time.perf_counter()
+                try:
+                    if path == "/healthz":
+                        r = await client.get(path)
+                    else:
+                        r = await client.post(path, json={"query": query, "top_k": 10, "route": "both"})
+                    status = r.status_code
+                except httpx.HTTPError:
+                    status = 0
+                ms = (time.perf_counter() - started) * 1000
+                statuses[status] += 1
+                if status == 200:
+                    latencies.append(ms)
+                elif status == 429:
+                    refused.append(ms)
+                    retry_after.add(r.headers.get("retry-after", ""))
+
+        began = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(clients)))
+        elapsed = time.perf_counter() - began
+    return {
+        "clients": clients,
+        "seconds": round(elapsed, 1),
+        "ok_per_s": round(len(latencies) / elapsed, 1),
+        "latency_ms": percentiles(latencies),
+        "errors": sum(n for s, n in statuses.items() if s not in (200, 429)),
+        "status": {str(k): v for k, v in sorted(statuses.items())},
+        "refused_429": {
+            "n": len(refused),
+            "latency_ms": percentiles(refused),
+            "retry_after": sorted(retry_after),
+        },
+    }
+
+
+def start_server(
+    data_dir: Path, backend: str, max_inflight: int, log: Path
+) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {
+        **os.environ,
+        "RAG_DATA_DIR": str(data_dir),
+        "RAG_EMBEDDING__BACKEND": backend,
+        "RAG_EMBEDDING__QUERY_CACHE": "0",  # unique-query load: every request is embedded
+        "RAG_MAX_INFLIGHT": str(max_inflight),
+        "RAG_LOG_LEVEL": "WARNING",
+    }
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rag_router.cli", "serve", "--port", str(port)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited; see {log}")
+        time.sleep(0.5)
+    raise RuntimeError("server did not become ready")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--backend", default="onnx")
+    parser.add_argument("--levels", default="1,8,32,64,128")
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--max-inflight", type=int, default=64)
+    parser.add_argument("--soak", type=float, default=0, help="seconds of 64-client load while sampling RSS")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    queries = load_queries()
+    result: dict[str, Any] = {"machine": machine(), "command": " ".join(sys.argv), "queries": len(queries)}
+    result["raw_embedder"] = raw_embedder(args.backend, queries)
+    proc, url = start_server(
+        args.data_dir, args.backend, args.max_inflight, Path("/tmp/bench-load-server.log")
+    )
+    try:
+        asyncio.run(drive(url, "/v1/search", 8, 5, queries))  # warm-up
+        result["noop_64"] = asyncio.run(drive(url, "/healthz", 64, args.seconds, queries))
+        levels = [int(x) for x in args.levels.split(",")]
+        result["search"] = [asyncio.run(drive(url, "/v1/search", n, args.seconds, queries)) for n in levels]
+        result["overload"] = asyncio.run(
+            drive(url, "/v1/search", 4 * args.max_inflight, args.seconds, queries)
+        )
+        if args.soak:
+            samples = []
+
+            async def soak() -> dict[str, Any]:
+                task = asyncio.create_task(drive(url, "/v1/search", 64, args.soak, queries))
+                while not task.done():
+                    samples.append(round(rss_mb(proc.pid), 1))
+                    await asyncio.sleep(10)
+                return await task
+
+            result["soak"] = {"run": asyncio.run(soak()), "rss_mb_every_10s": samples}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    by_clients = {r["clients"]: r for r in result["search"]}
+    if 64 in by_clients:
+        c64 = by_clients[64]
+        result["ratios"] = {
+            "search_64_over_raw_batched": round(c64["ok_per_s"] / result["raw_embedder"]["best_qps"], 3),
+            "p99_over_p50_at_64": round(c64["latency_ms"]["p99"] / c64["latency_ms"]["p50"], 2),
+            "overload_admitted_p99_over_64_p99": round(
+                result["overload"]["latency_ms"]["p99"] / c64["latency_ms"]["p99"], 2
+            ),
+        }
+    if 1 in by_clients:
+        result["single_client_p50_minus_raw_single_ms"] = round(
+            by_clients[1]["latency_ms"]["p50"] - result["raw_embedder"]["single_ms"]["p50"], 1
+        )
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
