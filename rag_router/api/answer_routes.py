@@ -12,12 +12,10 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from rag_router.answer import SearchParams
-from rag_router.api.errors import STATUS, envelope, request_id
-from rag_router.api.routes import _ERRORS, Svc, Tenant
+from rag_router.api.errors import STATUS, envelope
+from rag_router.api.routes import _ERRORS, Svc, Tenant, search_params
 from rag_router.api.schemas import SearchRequest, SearchResponse
 from rag_router.errors import InvalidRequest, RagError
-from rag_router.filters import parse_filters
 from rag_router.generate import AnswerOutcome, AnswerParams
 from rag_router.prompting import Constraints
 
@@ -83,16 +81,8 @@ class AnswerResponse(SearchResponse):
 def _params(
     body: SearchRequest, request: Request, tenant: str, constraints: ConstraintsIn | None
 ) -> AnswerParams:
-    search = SearchParams(
-        query=body.query,
-        top_k=body.top_k,
-        route=body.route,
-        filters=parse_filters(body.filters, tenant),
-        legs=tuple(dict.fromkeys(body.legs)) if body.legs else ("dense", "lexical"),
-        request_id=request_id(request),
-    )
     return AnswerParams(
-        search=search,
+        search=search_params(body, request, tenant),
         constraints=constraints.domain() if constraints else None,
         schema=constraints.json_schema if constraints else None,
         sources=min(body.top_k, request.app.state.settings.llm.sources),

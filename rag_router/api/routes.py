@@ -83,9 +83,9 @@ async def metrics(svc: Svc) -> Response:
     return PlainTextResponse(svc.metrics.render(), media_type="text/plain; version=0.0.4")
 
 
-@router.post("/v1/search", response_model=SearchResponse, responses=_ERRORS)
-async def search(body: SearchRequest, request: Request, svc: Svc, tenant: Tenant) -> SearchResponse:
-    params = SearchParams(
+def search_params(body: SearchRequest, request: Request, tenant: str) -> SearchParams:
+    """The wire request → the search flow's parameters (also used by the answer routes)."""
+    return SearchParams(
         query=body.query,
         top_k=body.top_k,
         route=body.route,
@@ -93,7 +93,11 @@ async def search(body: SearchRequest, request: Request, svc: Svc, tenant: Tenant
         legs=tuple(dict.fromkeys(body.legs)) if body.legs else ("dense", "lexical"),
         request_id=request_id(request),
     )
-    return SearchResponse.from_outcome(await svc.searcher.search(params))
+
+
+@router.post("/v1/search", response_model=SearchResponse, responses=_ERRORS)
+async def search(body: SearchRequest, request: Request, svc: Svc, tenant: Tenant) -> SearchResponse:
+    return SearchResponse.from_outcome(await svc.searcher.search(search_params(body, request, tenant)))
 
 
 def _documents(body: DocumentsRequest, tenant: str) -> list[Document]:
