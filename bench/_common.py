@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import platform
 import socket
@@ -11,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -57,8 +59,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def server(env: dict[str, str], log_path: Path) -> Iterator[str]:
-    """``rag-router serve`` on loopback with extra environment; yields its base URL."""
+def server(
+    env: dict[str, str], log_path: Path, ready_s: float = 120
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``rag-router serve`` on loopback with extra environment; yields its base URL and process."""
     port = free_port()
     full_env = {**os.environ, "RAG_LOG_LEVEL": "INFO", **env}
     with log_path.open("w") as log:
@@ -70,7 +74,7 @@ def server(env: dict[str, str], log_path: Path) -> Iterator[str]:
         )
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 120
+            deadline = time.monotonic() + ready_s
             while time.monotonic() < deadline:
                 with contextlib.suppress(httpx.HTTPError):
                     if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
@@ -78,7 +82,15 @@ def server(env: dict[str, str], log_path: Path) -> Iterator[str]:
                 if proc.poll() is not None:
                     raise RuntimeError(f"server exited; see {log_path}")
                 time.sleep(0.5)
-            yield url
+            yield url, proc
         finally:
             proc.terminate()
             proc.wait(timeout=60)
+
+
+def emit(result: dict[str, Any], out: Path | None) -> None:
+    """Print a benchmark's result as JSON and keep it in ``out`` when given."""
+    text = json.dumps(result, indent=2)
+    print(text)
+    if out is not None:
+        out.write_text(text + "\n", encoding="utf-8")

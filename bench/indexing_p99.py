@@ -68,7 +68,7 @@ async def run_mode(
         "RAG_QDRANT__COMPACTION": mode,
     }
     samples: list[tuple[float, float, int]] = []
-    with server(env, log_path) as url:
+    with server(env, log_path) as (url, _):
         async with httpx.AsyncClient(base_url=url, timeout=600) as client:
             stop = asyncio.Event()
             task = asyncio.create_task(searcher(url, texts, stop, samples))

@@ -31,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import machine
+from bench._common import emit, machine
 from indexers.chunk import Chunker
 from indexers.documents import Document
 from indexers.embed import AsyncEmbedder, SentenceTransformerEmbedder
@@ -231,10 +231,7 @@ def main() -> None:
         result["speed"] = speed(args)
     if args.mode in ("rss", "all"):
         result["rss"] = rss(args)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

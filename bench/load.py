@@ -17,8 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -29,7 +27,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import free_port, machine, percentiles
+from bench._common import emit, machine, percentiles, server
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -120,37 +118,14 @@ async def drive(url: str, path: str, clients: int, seconds: float, queries: list
     }
 
 
-def start_server(
-    data_dir: Path, backend: str, max_inflight: int, log: Path
-) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {
-        **os.environ,
+def server_env(data_dir: Path, backend: str, max_inflight: int) -> dict[str, str]:
+    return {
         "RAG_DATA_DIR": str(data_dir),
         "RAG_EMBEDDING__BACKEND": backend,
         "RAG_EMBEDDING__QUERY_CACHE": "0",  # unique-query load: every request is embedded
         "RAG_MAX_INFLIGHT": str(max_inflight),
         "RAG_LOG_LEVEL": "WARNING",
     }
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "rag_router.cli", "serve", "--port", str(port)],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited; see {log}")
-        time.sleep(0.5)
-    raise RuntimeError("server did not become ready")
 
 
 def main() -> None:
@@ -168,10 +143,8 @@ def main() -> None:
     queries = load_queries()
     result: dict[str, Any] = {"machine": machine(), "command": " ".join(sys.argv), "queries": len(queries)}
     result["raw_embedder"] = raw_embedder(args.backend, queries)
-    proc, url = start_server(
-        args.data_dir, args.backend, args.max_inflight, Path("/tmp/bench-load-server.log")
-    )
-    try:
+    env = server_env(args.data_dir, args.backend, args.max_inflight)
+    with server(env, Path("/tmp/bench-load-server.log"), ready_s=180) as (url, proc):
         asyncio.run(drive(url, "/v1/search", 8, 5, queries))  # warm-up
         result["noop_64"] = asyncio.run(drive(url, "/healthz", 64, args.seconds, queries))
         levels = [int(x) for x in args.levels.split(",")]
@@ -180,7 +153,7 @@ def main() -> None:
             drive(url, "/v1/search", 4 * args.max_inflight, args.seconds, queries)
         )
         if args.soak:
-            samples = []
+            samples: list[float] = []
 
             async def soak() -> dict[str, Any]:
                 task = asyncio.create_task(drive(url, "/v1/search", 64, args.soak, queries))
@@ -190,9 +163,6 @@ def main() -> None:
                 return await task
 
             result["soak"] = {"run": asyncio.run(soak()), "rss_mb_every_10s": samples}
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
     by_clients = {r["clients"]: r for r in result["search"]}
     if 64 in by_clients:
         c64 = by_clients[64]
@@ -207,10 +177,7 @@ def main() -> None:
         result["single_client_p50_minus_raw_single_ms"] = round(
             by_clients[1]["latency_ms"]["p50"] - result["raw_embedder"]["single_ms"]["p50"], 1
         )
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    emit(result, args.out)
 
 
 if __name__ == "__main__":
