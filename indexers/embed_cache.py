@@ -10,7 +10,6 @@ written with ``synchronous=NORMAL``.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from indexers.documents import Vector
+from indexers.sqlite import connect
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS vectors (
@@ -31,10 +31,7 @@ _EVICT_EVERY = 10_000  # puts between two size checks
 
 class EmbeddingCache:
     def __init__(self, path: Path, *, model: str, dim: int, max_entries: int = 1_000_000) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn = connect(path, synchronous="NORMAL")
         self._conn.executescript(SCHEMA)
         self._lock = threading.Lock()
         self._model = model.encode()

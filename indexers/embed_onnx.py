@@ -20,7 +20,7 @@ from typing import Any, Literal, cast
 import numpy as np
 
 from indexers.documents import Vector
-from indexers.embed import resolve_model, token_batches
+from indexers.embed import count_tokens, resolve_model, token_batches, untruncated
 
 log = logging.getLogger(__name__)
 
@@ -126,9 +126,7 @@ class OnnxEmbedder:
         options.intra_op_num_threads = threads or os.cpu_count() or 1
         self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self._tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-        self._counter = AutoTokenizer.from_pretrained(str(model_dir))
-        self._counter.backend_tokenizer.no_truncation()  # tokenizer.json may carry fixed padding
-        self._counter.backend_tokenizer.no_padding()
+        self._counter = untruncated(AutoTokenizer.from_pretrained(str(model_dir)))
         self._max_len = 256
         self._dim = int(self._session.get_outputs()[0].shape[-1] or 384)
         self._name = model
@@ -148,8 +146,7 @@ class OnnxEmbedder:
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         if not texts:
             return []
-        encodings = self._counter.backend_tokenizer.encode_batch(list(texts), add_special_tokens=False)
-        return [len(e) for e in encodings]
+        return count_tokens(self._counter, texts)
 
     def embed(self, texts: Sequence[str]) -> Vector:
         out = np.zeros((len(texts), self._dim), dtype=np.float32)

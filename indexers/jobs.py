@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from indexers.documents import Document
 from indexers.pipeline import DocResult, IngestReport, Pipeline, Placement
+from indexers.sqlite import connect
 
 log = logging.getLogger(__name__)
 
@@ -101,10 +102,7 @@ class JobLedger:
     """The jobs and their documents, on disk. Thread-safe (one connection under a lock)."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=FULL")
+        self._conn = connect(path)
         self._conn.executescript(SCHEMA)
         self._lock = threading.Lock()
 

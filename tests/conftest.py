@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,6 +51,11 @@ class CountingEmbedder:
 @pytest.fixture
 def counting_embedder(embedder: SentenceTransformerEmbedder) -> CountingEmbedder:
     return CountingEmbedder(embedder)
+
+
+def doc_json(doc: Document) -> dict[str, Any]:
+    """A document as the REST API takes it."""
+    return {"id": doc.id, "text": doc.text, "title": doc.title, "metadata": dict(doc.metadata)}
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from indexers.documents import Filters, Range
+from indexers.sqlite import connect
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunks (
@@ -66,10 +67,7 @@ class Store:
         self.tenants = {r[0] for r in self.writer.execute("SELECT DISTINCT tenant FROM chunks")}
 
     def _connect(self, shared: bool = False) -> sqlite3.Connection:
-        conn = sqlite3.connect(self._path, isolation_level=None, timeout=30, check_same_thread=not shared)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
-        return conn
+        return connect(self._path, shared=shared)
 
     def reader(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)

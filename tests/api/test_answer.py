@@ -17,6 +17,7 @@ from indexers.embed import SentenceTransformerEmbedder
 from rag_router.api import create_app
 from rag_router.prompting import count_words
 from rag_router.settings import Settings
+from tests.conftest import doc_json
 from tests.fakes.vllm import ScriptedLLM, Step, serve, words
 
 TIMEOUT_S = 2.0
@@ -38,9 +39,7 @@ def data_dir(
 ) -> Path:
     path = tmp_path_factory.mktemp("answer")
     with TestClient(create_app(Settings(data_dir=path), embedder=embedder)) as c:
-        docs = [
-            {"id": d.id, "text": d.text, "title": d.title, "metadata": dict(d.metadata)} for d in sample_docs
-        ]
+        docs = [doc_json(d) for d in sample_docs]
         assert c.post("/v1/documents", json={"documents": docs}).status_code == 200
     return path
 

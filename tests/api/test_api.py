@@ -16,12 +16,9 @@ from rag_router.answer import Searcher, SearchParams
 from rag_router.api import create_app
 from rag_router.route import Policy
 from rag_router.settings import Settings
+from tests.conftest import doc_json
 
 HIT_FIELDS = {"chunk_id", "doc_id", "title", "text", "score", "tier", "metadata", "legs"}
-
-
-def _doc_json(doc: Document) -> dict[str, Any]:
-    return {"id": doc.id, "text": doc.text, "title": doc.title, "metadata": dict(doc.metadata)}
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +29,7 @@ def client(
 ) -> Iterator[TestClient]:
     settings = Settings(data_dir=tmp_path_factory.mktemp("api"), max_body_bytes=64 * 1024)
     with TestClient(create_app(settings, embedder=embedder)) as c:
-        r = c.post("/v1/documents", json={"documents": [_doc_json(d) for d in sample_docs]})
+        r = c.post("/v1/documents", json={"documents": [doc_json(d) for d in sample_docs]})
         assert r.status_code == 200, r.text
         yield c
 

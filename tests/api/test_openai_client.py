@@ -14,6 +14,7 @@ from indexers.documents import Document
 from indexers.embed import SentenceTransformerEmbedder
 from rag_router.api import create_app
 from rag_router.settings import Settings
+from tests.conftest import doc_json
 from tests.fakes.vllm import ScriptedLLM, Step, serve, words
 
 ANSWER = "No one shall be held in slavery or servitude [1]."
@@ -33,10 +34,7 @@ def base_url(
             data_dir=Path(tmp_path_factory.mktemp("openai")), llm={"base_url": f"{llm_url}/v1"}
         )
         with serve(create_app(settings, embedder=embedder)) as url:
-            docs = [
-                {"id": d.id, "text": d.text, "title": d.title, "metadata": dict(d.metadata)}
-                for d in sample_docs
-            ]
+            docs = [doc_json(d) for d in sample_docs]
             assert httpx.post(f"{url}/v1/documents", json={"documents": docs}, timeout=60).status_code == 200
             yield f"{url}/v1"
 
