@@ -62,7 +62,11 @@ def serve(
     settings = get_settings()
     _setup_logging(settings)
     uvicorn.run(
-        create_app(settings), host=host or settings.host, port=port or settings.port, log_level="info"
+        create_app(settings),
+        host=host or settings.host,
+        port=port or settings.port,
+        log_level=settings.log_level.lower(),
+        access_log=settings.access_log,
     )
 
 

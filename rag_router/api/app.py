@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import logging
-import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
 
 from indexers.embed import Embedder
 from rag_router import __version__
 from rag_router.api import answer_routes, errors, routes
+from rag_router.api.context import RequestContext
 from rag_router.api.limits import BodyLimit, InFlightLimit
 from rag_router.services import build_services
 from rag_router.settings import Settings
@@ -56,20 +55,12 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None) -> FastA
         per_path={"/v1/ingest/jobs": settings.ingest.max_job_bytes},
     )
 
-    @app.middleware("http")
-    async def request_context(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        request.state.request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
-        started = time.perf_counter()
-        response = await call_next(request)
-        response.headers["x-request-id"] = request.state.request_id
-        services = getattr(request.app.state, "services", None)
+    def observe(path: str, status: int, seconds: float) -> None:
+        services = getattr(app.state, "services", None)
         if services is not None:
-            route = request.scope.get("route")
-            path = getattr(route, "path", "unmatched")
-            services.metrics.requests.labels(route=path, status=str(response.status_code)).inc()
-            services.metrics.request_seconds.labels(route=path).observe(time.perf_counter() - started)
-        return response
+            services.metrics.requests.labels(route=path, status=str(status)).inc()
+            services.metrics.request_seconds.labels(route=path).observe(seconds)
+
+    app.add_middleware(RequestContext, observe=observe)  # outermost: 413s and 429s carry an id too
 
     return app

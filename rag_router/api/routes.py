@@ -35,12 +35,12 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def services(request: Request) -> Services:
+async def services(request: Request) -> Services:
     svc: Services = request.app.state.services
     return svc
 
 
-def tenant(request: Request) -> str:
+async def tenant(request: Request) -> str:
     """The tenant of the credential. Keys are ``key`` (default tenant) or ``tenant:key``."""
     keys = request.app.state.settings.api_keys
     if not keys:
