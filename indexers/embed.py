@@ -44,7 +44,9 @@ class AsyncEmbedder:
 
     Queries and bulk ingestion get separate lanes: a query never queues behind a batch of
     passages (measured here: ~1 s behind 256 of them), and each lane keeps the model's thread
-    pool warm on its own thread.
+    pool warm on its own thread. The query lane is the micro-batcher's: one thread per model in
+    ``query_models`` (default: ``embedder`` itself), and ``query_solo`` for a thread that finds
+    the others idle.
     """
 
     def __init__(
@@ -52,16 +54,18 @@ class AsyncEmbedder:
         embedder: Embedder,
         queue: int = 1024,
         *,
-        query_batch: int = 32,
-        query_wait_s: float = 0.002,
+        query_batch: int = 16,
+        query_wait_s: float = 0.0,
         query_cache: int = 10_000,
+        query_models: Sequence[Embedder] = (),
+        query_solo: Embedder | None = None,
         observe: Observe | None = None,
     ) -> None:
         self.sync = embedder
-        self._queries = Worker("embed-query", threads=1, queue=queue)
         self._bulk = Worker("embed-bulk", threads=1, queue=queue)
         self.batcher = QueryBatcher(
-            self.embed,
+            [m.embed for m in query_models or [embedder]],
+            solo=query_solo.embed if query_solo is not None else None,
             max_batch=query_batch,
             max_wait_s=query_wait_s,
             cache_size=query_cache,
@@ -72,17 +76,24 @@ class AsyncEmbedder:
         """One query's vector: cached, or micro-batched with concurrent queries."""
         return await self.batcher.embed(text)
 
-    async def embed(self, texts: Sequence[str]) -> Vector:
-        """Latency lane: queries."""
-        return await self._queries.run(self.sync.embed, texts)
-
     async def embed_bulk(self, texts: Sequence[str]) -> Vector:
         """Throughput lane: passages being ingested."""
         return await self._bulk.run(self.sync.embed, texts)
 
     def close(self) -> None:
-        self._queries.shutdown()
+        self.batcher.close()
         self._bulk.shutdown()
+
+
+def pad(rows: Sequence[Sequence[int]], pad_id: int) -> dict[str, np.ndarray[Any, Any]]:
+    """Token id rows → right-padded ``input_ids``, ``attention_mask``, ``token_type_ids`` (int64)."""
+    width = max(len(r) for r in rows)
+    input_ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(rows), width), dtype=np.int64)
+    for i, row in enumerate(rows):
+        input_ids[i, : len(row)] = row
+        mask[i, : len(row)] = 1
+    return {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
 
 
 def untruncated(tokenizer: Any) -> Any:
@@ -212,18 +223,8 @@ class SentenceTransformerEmbedder:
         """Right-padded input ids and attention mask as tensors on the model's device."""
         import torch
 
-        width = max(len(r) for r in rows)
-        input_ids = np.full((len(rows), width), self._pad_id, dtype=np.int64)
-        mask = np.zeros((len(rows), width), dtype=np.int64)
-        for i, row in enumerate(rows):
-            input_ids[i, : len(row)] = row
-            mask[i, : len(row)] = 1
-        features = {
-            "input_ids": torch.from_numpy(input_ids),
-            "attention_mask": torch.from_numpy(mask),
-            "token_type_ids": torch.zeros_like(torch.from_numpy(input_ids)),
-        }
         pin = self.device.startswith("cuda")
         return {
-            k: (v.pin_memory() if pin else v).to(self.device, non_blocking=pin) for k, v in features.items()
+            k: (t.pin_memory() if pin else t).to(self.device, non_blocking=pin)
+            for k, t in ((k, torch.from_numpy(v)) for k, v in pad(rows, self._pad_id).items())
         }

@@ -9,6 +9,7 @@ are done in numpy, as the sentence-transformers pipeline does them.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 import os
@@ -20,7 +21,7 @@ from typing import Any, Literal, cast
 import numpy as np
 
 from indexers.documents import Vector
-from indexers.embed import count_tokens, resolve_model, token_batches, untruncated
+from indexers.embed import count_tokens, pad, resolve_model, token_batches, untruncated
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,6 @@ class OnnxEmbedder:
         threads: int | None = None,
     ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        import onnxruntime as ort
         from transformers import AutoTokenizer
 
         model_dir = Path(resolve_model(model))
@@ -122,11 +122,12 @@ class OnnxEmbedder:
             path = folder / "model-int8.onnx"
             if not path.exists():
                 quantize(fp32, path)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or os.cpu_count() or 1
-        self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self._path = path
+        self._threads = threads or os.cpu_count() or 1
+        self._session = _session(path, self._threads)
         self._tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
         self._counter = untruncated(AutoTokenizer.from_pretrained(str(model_dir)))
+        self._pad_id = int(self._tokenizer.pad_token_id or 0)
         self._max_len = 256
         self._dim = int(self._session.get_outputs()[0].shape[-1] or 384)
         self._name = model
@@ -134,6 +135,23 @@ class OnnxEmbedder:
         self.device = "cpu"
         self._max_batch = max_batch
         self._max_batch_tokens = max_batch_tokens
+
+    def with_threads(self, threads: int) -> OnnxEmbedder:
+        """The same model in a session of its own with ``threads`` intra-op threads.
+
+        For the query lane: several single-threaded sessions, each running its own batch, keep
+        a shared 2-core machine busier than one session whose every operator waits for its
+        slowest thread. The tokenizer is copied (a Rust tokenizer used from two threads at once
+        raises "Already borrowed"); the weights are loaded again (~90 MB). Its pool threads stop
+        spinning when a run returns: measured here, a pool still spinning after a query's pass
+        held a core while that query's tier searches ran, and doubled their time.
+        """
+        clone = copy.copy(self)
+        clone._threads = threads
+        clone._session = _session(self._path, threads, linger=False)
+        clone._tokenizer = copy.deepcopy(self._tokenizer)
+        clone._counter = untruncated(copy.deepcopy(self._tokenizer))
+        return clone
 
     @property
     def model_name(self) -> str:
@@ -149,21 +167,28 @@ class OnnxEmbedder:
         return count_tokens(self._counter, texts)
 
     def embed(self, texts: Sequence[str]) -> Vector:
+        """Tokenize once, then run length-sorted, token-bounded batches through the session."""
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
         if not texts:
             return out
-        lengths = [min(n + 2, self._max_len) for n in self.count_tokens(texts)]
+        ids: list[list[int]] = self._tokenizer(list(texts), truncation=True, max_length=self._max_len)[
+            "input_ids"
+        ]
+        lengths = [len(i) for i in ids]
         for batch in token_batches(lengths, max_batch=self._max_batch, max_tokens=self._max_batch_tokens):
-            tok = self._tokenizer(
-                [texts[i] for i in batch],
-                padding=True,
-                truncation=True,
-                max_length=self._max_len,
-                return_tensors="np",
-            )
-            feeds = {k: tok[k].astype(np.int64) for k in _INPUTS}
+            feeds = pad([ids[i] for i in batch], self._pad_id)
             hidden = self._session.run(None, feeds)[0]
             mask = feeds["attention_mask"][..., None].astype(np.float32)
             pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
             out[batch] = pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
         return out
+
+
+def _session(path: Path, threads: int, *, linger: bool = True) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    if not linger:  # pool threads spin inside a run (its speed-up) but stop the moment it returns
+        options.add_session_config_entry("session.force_spinning_stop", "1")
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])

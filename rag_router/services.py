@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,6 +75,26 @@ def build_embedder(settings: Settings) -> Embedder:
     )
 
 
+def query_models(embedder: Embedder, workers: int) -> tuple[list[Embedder], Embedder | None]:
+    """The query lane's models, and the one a lone query runs on.
+
+    ONNX gets ``workers`` (default 2) sessions splitting the cores, plus one session with every
+    core for a query that finds the others idle. Measured on 2 cores (docs/benchmarks.md):
+    under load, two one-thread sessions each running its own batch serve more queries than
+    one two-thread session, whose every operator waits for whichever thread the event loop or
+    a tier search has just preempted; alone, a query is fastest on both cores. Other
+    backends use ``embedder`` itself.
+    """
+    from indexers.embed_onnx import OnnxEmbedder
+
+    if not isinstance(embedder, OnnxEmbedder):
+        return [embedder], None
+    cores = os.cpu_count() or 1
+    workers = workers or 2
+    lane: list[Embedder] = [embedder.with_threads(max(1, cores // workers)) for _ in range(workers)]
+    return lane, embedder.with_threads(cores) if workers > 1 else None
+
+
 def build_tiers(settings: Settings, dim: int, analyzer: Analyzer) -> dict[TierName, Tier]:
     """Server engines where a URL is set, embedded engines otherwise; no code change to switch."""
     return {"hot": _hot_tier(settings, dim, analyzer), "cold": _cold_tier(settings, dim, analyzer)}
@@ -137,8 +158,11 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
             log.warning("%s tier (%s) unavailable at start: %s", name, tier.engine, exc)
     metrics = Metrics()
     e = settings.embedding
+    lane, solo = query_models(embedder, e.query_workers)
     embed_worker = AsyncEmbedder(
         embedder,
+        query_models=lane,
+        query_solo=solo,
         query_batch=e.query_batch,
         query_wait_s=e.query_wait_ms / 1000,
         query_cache=e.query_cache,

@@ -68,9 +68,17 @@ class EmbeddingSettings(BaseModel):
     )
     max_batch: int = Field(64, ge=1)
     max_batch_tokens: int = Field(16_384, ge=256)
-    query_batch: int = Field(32, ge=1, description="queries embedded together at most (micro-batching)")
-    query_wait_ms: float = Field(2.0, ge=0, description="how long an idle embedder waits for more queries")
+    query_batch: int = Field(16, ge=1, description="queries embedded together at most (micro-batching)")
+    query_wait_ms: float = Field(
+        0.0, ge=0, description="how long an idle embedder waits for more queries (load fills batches anyway)"
+    )
     query_cache: int = Field(10_000, ge=0, description="query embeddings kept (LRU); 0 disables")
+    query_workers: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="ONNX: query-lane sessions, each on its own thread with cores/workers threads; 0: 2",
+    )
 
 
 class ChunkSettings(BaseModel):
@@ -114,6 +122,9 @@ class Settings(BaseSettings):
     port: int = Field(8000, ge=1, le=65535)
     api_keys: list[SecretStr] = Field(default_factory=list, description="unset: no auth (local use)")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    access_log: bool = Field(
+        False, description="uvicorn's line per request (search and answer log one with the request id)"
+    )
     max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024)
     max_documents_per_request: int = Field(256, ge=1)
     max_inflight: int = Field(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
 
 import httpx
@@ -33,29 +34,41 @@ async def test_concurrent_queries_share_forward_passes_and_get_their_own_vectors
 
 async def test_cancelled_requests_drop_out_and_errors_reach_every_waiter() -> None:
     calls: list[list[str]] = []
-    gate = asyncio.Event()
+    gate, entered = threading.Event(), threading.Event()
 
-    async def run(texts: Sequence[str]) -> Vector:
+    def run(texts: Sequence[str]) -> Vector:  # the model, in the batcher's thread
         calls.append(list(texts))
-        await gate.wait()
+        entered.set()
+        gate.wait(5)
         if "boom" in texts:
             raise RuntimeError("embedder failed")
         return np.ones((len(texts), 2), dtype=np.float32)
 
-    batcher = QueryBatcher(run, max_batch=4, max_wait_s=0.001, cache_size=0)
+    batcher = QueryBatcher([run], max_batch=4, cache_size=0)
     first = asyncio.create_task(batcher.embed("a"))
-    await asyncio.sleep(0.01)  # "a" is in a forward pass now
+    assert await asyncio.to_thread(entered.wait, 5)  # "a" is in a forward pass now
     waiting = [asyncio.create_task(batcher.embed(t)) for t in ("b", "c", "d")]
     await asyncio.sleep(0)
     waiting[0].cancel()
+    await asyncio.sleep(0)
     gate.set()
     assert (await first).tolist() == [1.0, 1.0]
     assert [r.tolist() for r in await asyncio.gather(*waiting[1:])] == [[1.0, 1.0]] * 2
     assert calls == [["a"], ["c", "d"]]  # "b" was cancelled before its pass and is not embedded
+    gate.clear()
+    entered.clear()
+    blocker = asyncio.create_task(batcher.embed("x"))
+    assert await asyncio.to_thread(entered.wait, 5)  # "x" holds the model: the next two share one pass
     failing = [asyncio.create_task(batcher.embed(t)) for t in ("boom", "e")]
+    await asyncio.sleep(0)
+    gate.set()
+    assert (await blocker).tolist() == [1.0, 1.0]
     for task in failing:
         with pytest.raises(RuntimeError, match="embedder failed"):
             await task
+    batcher.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        await batcher.embed("after close")
 
 
 async def test_admission_control_refuses_at_once_over_the_bound() -> None:
