@@ -6,7 +6,9 @@ They are frozen dataclasses: the wire models live in ``rag_router.api.schemas``.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -166,6 +168,7 @@ class SearchQuery:
     k: int = 10
     legs: tuple[Leg, ...] = LEGS
     exact: bool = False  # brute-force dense search (congruence tests, recall checks)
+    payload: bool = True  # False: ids and scores only; the caller hydrates the hits it keeps
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,12 +183,31 @@ class StoredChunk:
     content_hash: str
 
 
+_KEY_NAMESPACE = uuid.UUID("5b0c6a36-7c4e-4a55-9d55-2b7b8f3a7e10")
+
+
+HitRef = str | int | uuid.UUID  # a tier's own handle on a hit (point id, row number, document _id)
+
+
+@functools.lru_cache(maxsize=65_536)
+def chunk_key(tenant: str, chunk_id: str) -> uuid.UUID:
+    """A deterministic UUID per (tenant, chunk): Qdrant's point id and fusion's key in every tier."""
+    return uuid.uuid5(_KEY_NAMESPACE, f"{tenant}\x00{chunk_id}")
+
+
 @dataclass(frozen=True, slots=True)
 class LegHit:
-    """One leg's ranked result inside one tier."""
+    """One leg's ranked result inside one tier.
 
-    chunk: StoredChunk
+    ``key`` names the chunk the same way in every tier (its point id, derived from tenant and
+    chunk id), so fusion can merge tiers; ``ref`` is the tier's own handle for ``hydrate``;
+    ``chunk`` is None when the query asked for ids only (``SearchQuery.payload=False``).
+    """
+
+    key: uuid.UUID
     score: float
+    chunk: StoredChunk | None = None
+    ref: HitRef = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ Answer generation (prompt compiler, LLM) plugs in after fusion.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import logging
@@ -15,14 +16,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from indexers.documents import LEGS, Filters, Hit, Leg, SearchQuery, TierName
+from indexers.documents import LEGS, Filters, Hit, HitRef, Leg, SearchQuery, StoredChunk, TierName
 from indexers.embed import AsyncEmbedder
 from indexers.lexical import Analyzer
 from indexers.tiers.base import Tier
 from rag_router.errors import BackendUnavailable, InvalidRequest
 from rag_router.features import extract
 from rag_router.filters import filters_to_json
-from rag_router.fuse import rrf
+from rag_router.fuse import Fused, rrf
 from rag_router.metrics import Metrics
 from rag_router.retrieve import Retrieved, retrieve
 from rag_router.route import Policy, Route, RouteName, plan
@@ -136,12 +137,15 @@ class Searcher:
             filters=route.filters,
             k=params.depth or max(params.top_k, self._depth),
             legs=params.legs,
+            payload=False,  # query, then fetch: only the fused top-k are hydrated
         )
         run = await self._retrieve(route, query, deadline)
         timings.update(run.retrieved.timings_ms)
         with _timer(timings, "fuse"):
             weights = {**self._weights, **route.weights}
-            hits = rrf(run.retrieved.legs, k=self._rrf_k, weights=weights, limit=params.top_k)
+            fused = rrf(run.retrieved.legs, k=self._rrf_k, weights=weights, limit=params.top_k)
+        with _timer(timings, "fetch"):
+            hits = await self._hydrate(fused, deadline)
         timings["total"] = (time.perf_counter() - started) * 1000
         self._metrics.observe_search(run.tiers, timings, run.retrieved.unavailable)
         log.info(
@@ -164,6 +168,33 @@ class Searcher:
             run.retrieved.unavailable,
             params.request_id,
         )
+
+    async def _hydrate(self, fused: list[Fused], deadline: float) -> list[Hit]:
+        """The chunks of the fused hits, from the tier each ranked best in (one call per tier).
+
+        A hit whose chunk was deleted between search and fetch is dropped; a tier that fails
+        here fails the request (its hits were already chosen).
+        """
+        wanted: dict[TierName, list[HitRef]] = {}
+        for f in fused:
+            if f.hit.chunk is None:
+                wanted.setdefault(f.tier, []).append(f.hit.ref)
+        found: dict[TierName, dict[HitRef, StoredChunk]] = {}
+        if wanted:
+            remaining = max(deadline - time.monotonic(), 0.0)
+            try:
+                fetched = await asyncio.wait_for(
+                    asyncio.gather(*(self._tiers[t].hydrate(refs) for t, refs in wanted.items())), remaining
+                )
+            except TimeoutError:
+                raise BackendUnavailable("fetching the hits' chunks missed the deadline") from None
+            found = dict(zip(wanted, fetched, strict=True))
+        hits = []
+        for f in fused:
+            chunk = f.hit.chunk or found.get(f.tier, {}).get(f.hit.ref)
+            if chunk is not None:
+                hits.append(f.to_hit(chunk))
+        return hits
 
     async def _retrieve(self, route: Route, query: SearchQuery, deadline: float) -> _Run:
         run = await (
@@ -191,7 +222,7 @@ class Searcher:
             if _distinct(found) >= enough:
                 reason = f"nothing matched with {', '.join(secondary)}: dropped {', '.join(secondary)}"
                 return _Run(found, list(both), narrower, [*run.reasons, reason])
-        relaxed = SearchQuery(query.text, query.terms, query.vector, route.relaxed, query.k, query.legs)
+        relaxed = dataclasses.replace(query, filters=route.relaxed)
         retry = await retrieve(self._tiers, both, relaxed, deadline=deadline)
         reason = f"implied filters left {_distinct(run.retrieved)} hits: dropped them, searched hot and cold"
         return _Run(retry, list(both), route.relaxed, [*run.reasons, reason])
@@ -230,7 +261,7 @@ class Searcher:
 
 
 def _distinct(retrieved: Retrieved) -> int:
-    return len({h.chunk.chunk_id for hits in retrieved.legs.values() for h in hits})
+    return len({h.key for hits in retrieved.legs.values() for h in hits})
 
 
 @contextmanager

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from indexers.documents import EmbeddedChunk, LegHit, SearchQuery, StoredChunk
+from indexers.documents import EmbeddedChunk, HitRef, LegHit, SearchQuery, StoredChunk
 
 LegResults = Mapping[str, list[LegHit]]  # leg name ("dense" | "lexical") → ranked hits
 DatedDocument = tuple[str, str, Mapping[str, Any]]  # (tenant, document id, metadata)
@@ -49,7 +49,15 @@ class Tier(Protocol):
         """Remove chunks by id (missing ids are not an error)."""
 
     async def search(self, query: SearchQuery) -> LegResults:
-        """Run the requested legs with the query's filters applied before top-k."""
+        """Run the requested legs with the query's filters applied before top-k.
+
+        With ``query.payload`` False a tier may leave ``LegHit.chunk`` empty (query, then fetch):
+        reading 2 × 100 payloads to keep 10 costs more than the search itself.
+        """
+        ...
+
+    async def hydrate(self, refs: Sequence[HitRef]) -> dict[HitRef, StoredChunk]:
+        """The chunks behind ``LegHit.ref`` values; a ref deleted since the search is absent."""
         ...
 
     async def optimize(self) -> bool:

@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import os
 import sys
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 
-from indexers.documents import EmbeddedChunk, Filters, LegHit, Range, SearchQuery
+from indexers.documents import EmbeddedChunk, Filters, HitRef, LegHit, Range, SearchQuery, StoredChunk
 from indexers.lexical import Analyzer, bm25_query_vector
 from indexers.tiers.qdrant_points import DENSE, SPARSE, STORED_KEYS, payload, point_id, sparse, stored
 from indexers.tiers.qdrant_points import iso as _iso
@@ -35,6 +36,10 @@ class ShardConfig:
     indexing_threshold_kb: int | None = None
     # HNSW build threads; one core is left to serving (a build runs beside the server).
     indexing_threads: int = max(1, (os.cpu_count() or 2) - 1)
+    # Threads of the shard's search pool. One: the service runs many searches at once, and
+    # splitting each across segments on a pool cost twice the CPU here (0.99 vs 0.52 ms a
+    # hybrid search on SciFact) for a 0.15 ms shorter wall time.
+    search_threads: int = 1
 
     def edge(self) -> qe.EdgeConfig:
         return qe.EdgeConfig(
@@ -45,6 +50,7 @@ class ShardConfig:
             hnsw_config=qe.HnswIndexConfig(
                 m=16, ef_construct=100, full_scan_threshold=10_000, max_indexing_threads=self.indexing_threads
             ),
+            max_search_threads=self.search_threads,
         )
 
 
@@ -90,26 +96,43 @@ def leg_requests(query: SearchQuery, hnsw_ef: int) -> list[tuple[str, qe.QueryRe
     if "dense" in query.legs and query.vector is not None:
         nearest = qe.Query.Nearest(query.vector.astype(float).tolist(), using=DENSE)
         params = qe.SearchParams(hnsw_ef=hnsw_ef, exact=query.exact)
-        requests.append(("dense", _request(nearest, qfilter, params, query.k)))
+        requests.append(("dense", _request(nearest, qfilter, params, query.k, query.payload)))
     if "lexical" in query.legs and query.terms:
         indices, values = bm25_query_vector(query.terms)
         sparse = qe.Query.Nearest(qe.SparseVector(indices=indices, values=values), using=SPARSE)
-        requests.append(("lexical", _request(sparse, qfilter, None, query.k)))
+        requests.append(("lexical", _request(sparse, qfilter, None, query.k, query.payload)))
     return requests
 
 
-def _request(query: qe.Query, qfilter: qe.Filter, params: qe.SearchParams | None, k: int) -> qe.QueryRequest:
+def _request(
+    query: qe.Query, qfilter: qe.Filter, params: qe.SearchParams | None, k: int, payload: bool
+) -> qe.QueryRequest:
     return qe.QueryRequest(
-        limit=k, query=query, filter=qfilter, params=params, with_payload=list(_STORED_KEYS)
+        limit=k,
+        query=query,
+        filter=qfilter,
+        params=params,
+        with_payload=list(_STORED_KEYS) if payload else False,
     )
 
 
 def search(shard: qe.EdgeShard, requests: Sequence[tuple[str, qe.QueryRequest]]) -> dict[str, list[LegHit]]:
+    """Hits keyed and referenced by point id; with their chunks when the requests ask for payloads."""
     batch = shard.query_batch(qe.QueryBatchRequest([r for _, r in requests]))
-    return {
-        leg: [LegHit(stored(p.payload or {}), float(p.score)) for p in points]
-        for (leg, _), points in zip(requests, batch, strict=True)
-    }
+    out: dict[str, list[LegHit]] = {}
+    for (leg, _), points in zip(requests, batch, strict=True):
+        # Point ids are our UUIDs already (chunk_key): no conversion on this hot path.
+        out[leg] = [
+            LegHit(p.id, p.score, stored(p.payload) if p.payload else None, p.id)  # type: ignore[arg-type]
+            for p in points
+        ]
+    return out
+
+
+def hydrate(shard: qe.EdgeShard, point_ids: Sequence[HitRef]) -> dict[HitRef, StoredChunk]:
+    ids: list[qe.PointId] = [i if isinstance(i, uuid.UUID) else uuid.UUID(str(i)) for i in point_ids]
+    records = shard.retrieve(ids, with_payload=list(_STORED_KEYS), with_vector=False)
+    return {r.id: stored(r.payload) for r in records if r.payload}
 
 
 def to_filter(filters: Filters) -> qe.Filter:

@@ -27,7 +27,7 @@ from elastic_transport import ConnectionTimeout
 from elasticsearch import ApiError, AsyncElasticsearch
 from elasticsearch.helpers import async_streaming_bulk
 
-from indexers.documents import EmbeddedChunk, Filters, LegHit, SearchQuery, StoredChunk
+from indexers.documents import EmbeddedChunk, Filters, HitRef, LegHit, SearchQuery, StoredChunk, chunk_key
 from indexers.tiers import qdrant_points as qp
 from indexers.tiers.base import DatedDocument, LegResults, TierError, TierUnavailable
 
@@ -255,8 +255,16 @@ class ElasticTier:
         for (leg, _), response in zip(bodies, result["responses"], strict=True):
             if "error" in response:
                 raise TierError(f"elasticsearch {leg} search: {response['error']}")
-            out[leg] = [LegHit(qp.stored(h["_source"]), float(h["_score"])) for h in response["hits"]["hits"]]
+            out[leg] = [_leg_hit(h, query.filters.tenant) for h in response["hits"]["hits"]]
         return out
+
+    async def hydrate(self, refs: Sequence[HitRef]) -> dict[HitRef, StoredChunk]:
+        if not refs:
+            return {}
+        result = await self._call(
+            "mget", self._es.mget(index=self._index, ids=[str(r) for r in refs], source=qp.STORED_KEYS)
+        )
+        return {d["_id"]: qp.stored(d["_source"]) for d in result["docs"] if d.get("found")}
 
     async def _pages(self, query: dict[str, Any], fields: list[str]) -> AsyncIterator[dict[str, Any]]:
         after: list[Any] | None = None
@@ -310,3 +318,9 @@ class ElasticTier:
 
     async def close(self) -> None:
         await self._es.close()
+
+
+def _leg_hit(hit: dict[str, Any], tenant: str) -> LegHit:
+    """Chunks come with the hits (_source in the same round trip); the ref is the document _id."""
+    source = hit["_source"]
+    return LegHit(chunk_key(tenant, source["chunk_id"]), float(hit["_score"]), qp.stored(source), hit["_id"])

@@ -30,10 +30,12 @@ import numpy as np
 from indexers.documents import (
     EmbeddedChunk,
     Filters,
+    HitRef,
     LegHit,
     SearchQuery,
     StoredChunk,
     Vector,
+    chunk_key,
 )
 from indexers.lexical import Analyzer
 from indexers.tiers.base import DatedDocument, LegResults
@@ -212,9 +214,20 @@ class LocalColdTier:
                 self._allowed(conn, query.filters, store.tenants),
                 query.exact,
             )
-        rows = self._rows(conn, {seq for hits in results.values() for seq, _ in hits})
+        seqs = {seq for hits in results.values() for seq, _ in hits}
+        tenant = query.filters.tenant
+        rows: dict[int, StoredChunk] = {}
+        if query.payload:
+            rows = self._rows(conn, seqs)
+            ids = {seq: row.chunk_id for seq, row in rows.items()}
+        else:  # ids only: the chunk ids give the fusion keys; chunks come later from hydrate()
+            ids = self._chunk_ids(conn, seqs)
         return {
-            leg: [LegHit(rows[seq], score) for seq, score in hits if seq in rows]
+            leg: [
+                LegHit(chunk_key(tenant, ids[seq]), score, rows.get(seq), seq)
+                for seq, score in hits
+                if seq in ids
+            ]
             for leg, hits in results.items()
         }
 
@@ -237,8 +250,24 @@ class LocalColdTier:
         rows = conn.execute(f"SELECT {ROW_COLUMNS} FROM chunks WHERE seq IN ({marks})", tuple(seqs))
         return {r[0]: _stored(r) for r in rows}
 
+    @staticmethod
+    def _chunk_ids(conn: sqlite3.Connection, seqs: set[int]) -> dict[int, str]:
+        if not seqs:
+            return {}
+        marks = ",".join("?" * len(seqs))
+        return dict(conn.execute(f"SELECT seq, chunk_id FROM chunks WHERE seq IN ({marks})", tuple(seqs)))
+
     async def search(self, query: SearchQuery) -> LegResults:
         return await self._worker.run(self._search, query)
+
+    def _hydrate(self, refs: Sequence[HitRef]) -> dict[HitRef, StoredChunk]:
+        rows = self._rows(self._parts()[0].reader(), {int(r) for r in refs})
+        return {seq: chunk for seq, chunk in rows.items()}
+
+    async def hydrate(self, refs: Sequence[HitRef]) -> dict[HitRef, StoredChunk]:
+        if not refs:
+            return {}
+        return await self._worker.run(self._hydrate, refs)
 
     def _fetch(self, tenant: str, doc_ids: Sequence[str]) -> list[StoredChunk]:
         store, _, _ = self._parts()

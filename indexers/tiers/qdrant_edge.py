@@ -31,7 +31,7 @@ from typing import Literal
 
 import qdrant_edge as qe
 
-from indexers.documents import EmbeddedChunk, LegHit, SearchQuery, StoredChunk
+from indexers.documents import EmbeddedChunk, HitRef, LegHit, SearchQuery, StoredChunk
 from indexers.lexical import Analyzer
 from indexers.tiers import edge_shard as es
 from indexers.tiers import qdrant_points as qp
@@ -242,6 +242,19 @@ class QdrantEdgeTier:
 
     async def search(self, query: SearchQuery) -> LegResults:
         return await self._worker.run(self._search, query)
+
+    def _hydrate(self, refs: Sequence[HitRef]) -> dict[HitRef, StoredChunk]:
+        found: dict[HitRef, StoredChunk] = {}
+        for _, shard in self._shards():
+            found.update(es.hydrate(shard, [r for r in refs if r not in found]))
+            if len(found) == len(refs):
+                break
+        return found
+
+    async def hydrate(self, refs: Sequence[HitRef]) -> dict[HitRef, StoredChunk]:
+        if not refs:
+            return {}
+        return await self._worker.run(self._hydrate, refs)
 
     def _fetch(self, tenant: str, doc_ids: Sequence[str]) -> list[StoredChunk]:
         payloads = [

@@ -9,20 +9,18 @@ a payload with every filterable field: ``tenant``, ``doc_id``, ``kw`` (``key=val
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 from typing import Any
 
-from indexers.documents import EmbeddedChunk, StoredChunk
+from indexers.documents import EmbeddedChunk, StoredChunk, chunk_key
 from indexers.lexical import Analyzer, bm25_document_vector
 
 DENSE, SPARSE = "dense", "lexical"
 STORED_KEYS = ["chunk_id", "doc_id", "text", "title", "metadata", "content_hash"]
-_POINT_NS = uuid.UUID("5b0c6a36-7c4e-4a55-9d55-2b7b8f3a7e10")
 
 
 def point_id(tenant: str, chunk_id: str) -> str:
-    """Deterministic UUID per (tenant, chunk): a retried upsert overwrites, never duplicates."""
-    return str(uuid.uuid5(_POINT_NS, f"{tenant}\x00{chunk_id}"))
+    """Deterministic per (tenant, chunk): a retried upsert overwrites, never duplicates."""
+    return str(chunk_key(tenant, chunk_id))
 
 
 def iso(day: dt.date) -> str:

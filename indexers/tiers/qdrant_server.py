@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,7 +25,7 @@ from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from indexers.documents import EmbeddedChunk, Filters, LegHit, Range, SearchQuery, StoredChunk
+from indexers.documents import EmbeddedChunk, Filters, HitRef, LegHit, Range, SearchQuery, StoredChunk
 from indexers.lexical import Analyzer, bm25_query_vector
 from indexers.tiers import qdrant_points as qp
 from indexers.tiers.base import DatedDocument, LegResults, TierError, TierUnavailable
@@ -157,10 +158,22 @@ class QdrantServerTier:
             self._collection,
             requests=[r for _, r in legs],
         )
-        return {
-            leg: [LegHit(qp.stored(p.payload or {}), float(p.score)) for p in response.points]
-            for (leg, _), response in zip(legs, responses, strict=True)
-        }
+        # Payloads come in the same round trip: a second one would cost more than they do.
+        pairs = zip(legs, responses, strict=True)
+        return {leg: [_leg_hit(p) for p in response.points] for (leg, _), response in pairs}
+
+    async def hydrate(self, refs: Sequence[HitRef]) -> dict[HitRef, StoredChunk]:
+        if not refs:
+            return {}
+        records = await self._call(
+            "retrieve",
+            self._client.retrieve,
+            self._collection,
+            ids=[str(r) for r in refs],
+            with_payload=qp.STORED_KEYS,
+            with_vectors=False,
+        )
+        return {str(r.id): qp.stored(r.payload) for r in records if r.payload}
 
     @staticmethod
     def _request(
@@ -260,3 +273,8 @@ def tenant_filter(tenant: str, doc_ids: Sequence[str] | None = None) -> models.F
     if doc_ids is not None:
         must.append(models.FieldCondition(key="doc_id", match=models.MatchAny(any=list(doc_ids))))
     return models.Filter(must=must)
+
+
+def _leg_hit(point: models.ScoredPoint) -> LegHit:
+    key = uuid.UUID(str(point.id))  # the server sends our UUID point ids as strings
+    return LegHit(key, float(point.score), qp.stored(point.payload or {}), str(point.id))

@@ -257,3 +257,38 @@ def test_a_sub_level_that_matches_nothing_is_dropped_before_the_article(client: 
     r = client.post("/v1/search", json={"query": "Article 4, Section 2", "top_k": 2}).json()
     assert "dropped section" in r["route"]["reason"]
     assert r["route"]["filters"] == {"article": ["4"]} and [h["doc_id"] for h in r["hits"]] == ["udhr-art-4"]
+
+
+def test_query_then_fetch_hydrates_only_the_kept_hits_and_drops_deleted_ones(client: TestClient) -> None:
+    """Tiers return ids and scores; only the fused top-k are fetched, each from its best tier."""
+    services = client.app.state.services  # type: ignore[attr-defined]
+    asked: list[tuple[str, int]] = []
+
+    class Spy:
+        def __init__(self, name: str, tier: Any) -> None:
+            self.name, self.tier = name, tier
+
+        def __getattr__(self, attr: str) -> Any:
+            return getattr(self.tier, attr)
+
+        async def hydrate(self, refs: Any) -> Any:
+            asked.append((self.name, len(refs)))
+            found = await self.tier.hydrate(refs)  # the first hit's chunk was deleted since the search:
+            return {r: c for r, c in found.items() if r != refs[0]}
+
+    searcher = Searcher(
+        embedder=services.embed_worker,
+        analyzer=services.analyzer,
+        tiers={name: Spy(name, t) for name, t in services.tiers.items()},
+        metrics=services.metrics,
+        policy=Policy(),
+    )
+    assert client.portal is not None
+    params = SearchParams("right to education and free elementary schooling", top_k=4, route="both")
+    out = client.portal.call(searcher.search, params)
+    assert asked and all(n <= 4 for _, n in asked)  # never the 2 × 100 candidates
+    assert {name for name, _ in asked} <= {"hot", "cold"}
+    full = client.post("/v1/search", json={"query": params.query, "top_k": 4, "route": "both"}).json()
+    expected = [h["chunk_id"] for h in full["hits"]]
+    assert len(out.hits) == 4 - len(asked)  # one dropped per tier asked
+    assert [h.chunk_id for h in out.hits] == [c for c in expected if c in {h.chunk_id for h in out.hits}]

@@ -7,6 +7,7 @@ against the same files. Data is the sample corpus embedded by the real model.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import hashlib
 import os
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 
 from indexers.chunk import Chunker
-from indexers.documents import Chunk, Document, EmbeddedChunk, Filters, Range, SearchQuery
+from indexers.documents import Chunk, Document, EmbeddedChunk, Filters, Range, SearchQuery, chunk_key
 from indexers.embed import SentenceTransformerEmbedder
 from indexers.lexical import Analyzer
 from indexers.tiers.base import Tier
@@ -151,6 +152,26 @@ async def test_hybrid_returns_both_legs(tier: Tier, embedder: SentenceTransforme
     assert set(result) == {"dense", "lexical"}
     assert result["dense"][0].chunk.doc_id == "udhr-art-26"
     assert result["lexical"][0].chunk.doc_id == "udhr-art-26"
+
+
+async def test_ids_only_search_then_hydrate_gives_the_same_hits(
+    tier: Tier, embedder: SentenceTransformerEmbedder
+) -> None:
+    """Query, then fetch: keys and scores as a full search; chunks from hydrate; deleted → absent."""
+    full = await tier.search(query(embedder, "right to education", k=8))
+    bare = await tier.search(dataclasses.replace(query(embedder, "right to education", k=8), payload=False))
+    for leg in ("dense", "lexical"):
+        assert [h.key for h in bare[leg]] == [h.key for h in full[leg]]
+        assert [h.score for h in bare[leg]] == pytest.approx([h.score for h in full[leg]], rel=1e-4)
+        assert all(h.key == chunk_key("default", h.chunk.chunk_id) for h in full[leg] if h.chunk)
+    refs = [h.ref for h in bare["dense"]]
+    chunks = await tier.hydrate(refs)
+    assert [chunks[h.ref] for h in bare["dense"]] == [h.chunk for h in full["dense"]]
+    gone = full["dense"][0].chunk
+    assert gone is not None
+    await tier.delete("default", [gone.chunk_id])
+    assert bare["dense"][0].ref not in await tier.hydrate(refs)
+    assert len(await tier.hydrate(refs)) == len(refs) - 1
 
 
 @pytest.mark.parametrize(

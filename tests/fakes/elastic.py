@@ -43,6 +43,7 @@ class FakeElastic:
                 Route("/_bulk", self._bulk, methods=["POST", "PUT"]),
                 Route("/_msearch", self._msearch, methods=["POST", "GET"]),
                 Route("/{index}/_search", self._search, methods=["POST", "GET"]),
+                Route("/{index}/_mget", self._mget, methods=["POST", "GET"]),
                 Route("/{index}/_count", self._count, methods=["POST", "GET"]),
                 Route("/{index}", self._index, methods=["HEAD", "PUT"]),
             ]
@@ -119,6 +120,15 @@ class FakeElastic:
     async def _search(self, request: Request) -> Response:
         rec = await self._record(request)
         return JSONResponse(self._hits((rec.body or {}).get("size", 10)), headers=HEADERS)
+
+    async def _mget(self, request: Request) -> Response:
+        rec = await self._record(request)
+        by_id = {f"{s['tenant']}/{s['chunk_id']}": s for s in self.hits}
+        docs = [
+            {"_id": i, "found": True, "_source": by_id[i]} if i in by_id else {"_id": i, "found": False}
+            for i in rec.body["ids"]
+        ]
+        return JSONResponse({"docs": docs}, headers=HEADERS)
 
     async def _count(self, request: Request) -> Response:
         await self._record(request)

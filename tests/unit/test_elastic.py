@@ -15,7 +15,7 @@ import pytest
 from elasticsearch import AsyncElasticsearch
 from fastapi.testclient import TestClient
 
-from indexers.documents import Chunk, EmbeddedChunk, Filters, Range, SearchQuery
+from indexers.documents import Chunk, EmbeddedChunk, Filters, Range, SearchQuery, chunk_key
 from indexers.embed import SentenceTransformerEmbedder
 from indexers.tiers.base import TierError
 from indexers.tiers.elastic import ElasticTier, index_template
@@ -164,6 +164,12 @@ async def test_hybrid_search_is_one_msearch_with_the_same_filter_on_both_legs(
     assert (
         [h.chunk.chunk_id for h in legs["lexical"]] == ["d1#0"] == [h.chunk.chunk_id for h in legs["dense"]]
     )
+    (hit,) = legs["dense"]
+    assert hit.key == chunk_key("acme", "d1#0") and hit.ref == "acme/d1#0"  # fusion key; ES _id
+    chunks = await t.hydrate([hit.ref, "acme/deleted#0"])
+    assert chunks == {"acme/d1#0": hit.chunk}  # a missing id is absent, not an error
+    (mget,) = fake.calls("/_mget")
+    assert mget.path == "/rag-cold/_mget" and mget.body["ids"] == ["acme/d1#0", "acme/deleted#0"]
 
 
 def test_server_urls_switch_the_engines_without_code_changes(

@@ -2,12 +2,16 @@ from __future__ import annotations
 
 import pytest
 
-from indexers.documents import LegHit, StoredChunk
-from rag_router.fuse import rrf
+from indexers.documents import LegHit, StoredChunk, chunk_key
+from rag_router.fuse import Fused, rrf
 
 
 def hit(cid: str, score: float = 1.0) -> LegHit:
-    return LegHit(StoredChunk(cid, cid.split("#")[0], "t", None, {}, "h"), score)
+    return LegHit(chunk_key("t", cid), score, StoredChunk(cid, cid.split("#")[0], "t", None, {}, "h"), cid)
+
+
+def ids(fused: list[Fused]) -> list[str]:
+    return [str(f.hit.ref) for f in fused]
 
 
 def test_rrf_sums_reciprocal_ranks_and_keeps_each_leg() -> None:
@@ -16,7 +20,7 @@ def test_rrf_sums_reciprocal_ranks_and_keeps_each_leg() -> None:
         "cold.lexical": [hit("b#0", 12.0), hit("c#0", 7.0)],
     }
     fused = rrf(legs, k=60)
-    assert [h.chunk_id for h in fused] == ["b#0", "a#0", "c#0"]
+    assert ids(fused) == ["b#0", "a#0", "c#0"]
     assert fused[0].score == pytest.approx(1 / 62 + 1 / 61)
     assert fused[0].legs["hot.dense"].rank == 2 and fused[0].legs["cold.lexical"].score == 12.0
     assert fused[0].tier == "cold"  # where it ranked best
@@ -25,8 +29,8 @@ def test_rrf_sums_reciprocal_ranks_and_keeps_each_leg() -> None:
 
 def test_weights_by_leg_kind() -> None:
     legs = {"hot.dense": [hit("a#0")], "hot.lexical": [hit("b#0")]}
-    assert rrf(legs, weights={"lexical": 2.0})[0].chunk_id == "b#0"
-    assert rrf(legs, weights={"dense": 3.0, "lexical": 2.0})[0].chunk_id == "a#0"
+    assert ids(rrf(legs, weights={"lexical": 2.0}))[0] == "b#0"
+    assert ids(rrf(legs, weights={"dense": 3.0, "lexical": 2.0}))[0] == "a#0"
 
 
 def test_tiers_of_one_leg_kind_are_merged_by_score_first() -> None:
@@ -38,7 +42,7 @@ def test_tiers_of_one_leg_kind_are_merged_by_score_first() -> None:
         "cold.lexical": [hit("strong#0", 14.0), hit("good#0", 9.0)],
     }
     fused = rrf(legs, k=60)
-    assert [h.chunk_id for h in fused] == ["strong#0", "good#0", "weak#0"]
+    assert ids(fused) == ["strong#0", "good#0", "weak#0"]
     assert fused[2].score == pytest.approx(2 / 63)
     assert fused[2].legs["hot.dense"].rank == 1  # its rank inside its own tier is still reported
 
@@ -49,3 +53,12 @@ def test_limit_and_empty() -> None:
     assert len(rrf(legs, limit=3)) == 3
     with pytest.raises(ValueError, match="tier"):
         rrf({"warm.dense": [hit("a#0")]})
+
+
+def test_the_same_chunk_in_two_tiers_is_one_hit_hydrated_from_where_it_ranked_best() -> None:
+    hot = LegHit(chunk_key("t", "a#0"), 0.70, None, "hot-ref")
+    cold = LegHit(chunk_key("t", "a#0"), 0.90, None, 17)  # ids only: no chunk yet
+    fused = rrf({"hot.dense": [hot], "cold.dense": [cold, hit("b#0", 0.5)]}, limit=1)
+    (top,) = fused
+    assert top.key == chunk_key("t", "a#0") and top.tier == "cold" and top.hit.ref == 17
+    assert set(top.legs) == {"hot.dense", "cold.dense"}  # ranks kept for the kept hit only

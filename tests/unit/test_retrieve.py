@@ -26,7 +26,7 @@ class ScriptedTier:
         await asyncio.sleep(self.delay)
         if self.fail:
             raise TierUnavailable("connection refused")
-        return {"dense": [LegHit(StoredChunk("a#0", "a", "t", None, {}, "h"), 0.5)]}
+        return {"dense": [LegHit("a#0", 0.5, StoredChunk("a#0", "a", "t", None, {}, "h"), "a#0")]}
 
     async def ensure(self) -> None: ...
     async def upsert(self, chunks: Sequence[EmbeddedChunk]) -> None: ...
