@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,13 +20,21 @@ from rag_router.settings import Settings
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings, *, embedder: Embedder | None = None) -> FastAPI:
-    """The service. ``embedder`` may be injected (tests share one model across apps)."""
+def create_app(settings: Settings, *, embedder: Embedder | None = None, freeze_gc: bool = False) -> FastAPI:
+    """The service. ``embedder`` may be injected (tests share one model across apps).
+
+    ``freeze_gc`` (the server process): once started, everything alive (models, tokenizers,
+    engines) moves to the collector's permanent generation, so later collections only walk
+    what requests allocate (see ``rag_router.cli.serve``).
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.services = await build_services(settings, embedder)
         app.state.services.jobs.start()  # resumes jobs a previous process left unfinished
+        if freeze_gc:
+            gc.collect()
+            gc.freeze()
         log.info("rag-router ready: data dir %s", settings.data_dir)
         try:
             yield
