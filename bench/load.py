@@ -5,11 +5,13 @@
 
 Starts ``rag-router serve`` on an already-ingested data dir (e.g. one ``rag-router eval
 --data-dir`` left), then: (1) the raw embedder's best batched queries/s and its one-at-a-time
-latency, in this process, same backend; (2) a no-op endpoint of the same app (``/healthz``) at
-64 clients; (3) ``/v1/search`` (route ``both``) at 1, 8, 32, 64, 128 clients for ``--seconds``
-each, with real SciFact and Cranfield queries and the query cache off (every query is
-embedded); (4) 4× the admission bound: admitted p99 against the 64-client p99, and how fast the
-rest are refused. Reports throughput, p50/p95/p99 and errors per level.
+latency, same backend, in a child process; (2) a no-op endpoint of the same app (``/healthz``)
+at 64 clients; (3) ``/v1/search`` (route ``both``) at 1, 8, 32, 64, 128 clients for
+``--seconds`` each, with real SciFact and Cranfield queries and the query cache off (every
+query is embedded); (4) 4× the admission bound, refused clients waiting out ``Retry-After``:
+admitted p99 against the 64-client p99, and how fast the rest are refused. Reports
+throughput, p50/p95/p99 and errors per level. The server and this load generator share the
+machine's cores.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
+import subprocess
 import sys
 import threading
 import time
@@ -103,13 +107,21 @@ def rss_mb(pid: int) -> float:
 
 
 async def drive(
-    url: str, path: str, clients: int, seconds: float, queries: list[str], *, backoff: bool = False
+    url: str,
+    path: str,
+    clients: int,
+    seconds: float,
+    queries: list[str],
+    *,
+    backoff: bool = False,
+    ramp_s: float = 1.0,
 ) -> dict[str, Any]:
     """``clients`` workers, each one request at a time on its own keep-alive connection.
 
     aiohttp, not httpx: on this machine httpx spends ~3.6 ms of CPU per request in the client
     (aiohttp ~0.13 ms), and the load generator shares the server's two cores. With ``backoff``
-    a refused client sleeps for its ``Retry-After``, as well-behaved clients do.
+    a refused client sleeps for its ``Retry-After`` plus up to 50 % jitter, as well-behaved
+    clients do.
     """
     latencies: list[float] = []
     refused: list[float] = []
@@ -131,6 +143,7 @@ async def drive(
                 return r.status, r.headers.get("retry-after", "")
 
         async def worker() -> None:
+            await asyncio.sleep(random.uniform(0, ramp_s))  # clients arrive over ramp_s, not at once
             while time.perf_counter() < stop:
                 query = queries[next(counter) % len(queries)]
                 started = time.perf_counter()
@@ -145,8 +158,9 @@ async def drive(
                 elif status == 429:
                     refused.append(ms)
                     retry_after.add(after)
-                    if backoff and after:
-                        await asyncio.sleep(min(float(after), max(stop - time.perf_counter(), 0)))
+                    if backoff and after:  # with jitter, or every refused client comes back at once
+                        wait = float(after) * random.uniform(1.0, 1.5)
+                        await asyncio.sleep(min(wait, max(stop - time.perf_counter(), 0)))
 
         began = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(clients)))
@@ -187,10 +201,22 @@ def main() -> None:
     parser.add_argument("--max-inflight", type=int, default=64)
     parser.add_argument("--soak", type=float, default=0, help="seconds of 64-client load while sampling RSS")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--raw-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     queries = load_queries()
+    if args.raw_only:  # the child process below
+        print(json.dumps(raw_embedder(args.backend, queries)))
+        return
     result: dict[str, Any] = {"machine": machine(), "command": " ".join(sys.argv), "queries": len(queries)}
-    result["raw_embedder"] = raw_embedder(args.backend, queries)
+    # In a child process, so that the load generator's process holds no model and no idle
+    # ONNX thread pools while it drives the server.
+    raw = subprocess.run(
+        [sys.executable, __file__, "--raw-only", "--backend", args.backend, "--data-dir", str(args.data_dir)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result["raw_embedder"] = json.loads(raw.stdout.strip().splitlines()[-1])
     env = server_env(args.data_dir, args.backend, args.max_inflight)
     with server(env, Path("/tmp/bench-load-server.log"), ready_s=180) as (url, proc):
         asyncio.run(drive(url, "/v1/search", 8, 5, queries))  # warm-up
