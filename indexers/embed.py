@@ -54,7 +54,7 @@ class AsyncEmbedder:
         embedder: Embedder,
         queue: int = 1024,
         *,
-        query_batch: int = 16,
+        query_batch: int = 32,
         query_wait_s: float = 0.0,
         query_cache: int = 10_000,
         query_models: Sequence[Embedder] = (),

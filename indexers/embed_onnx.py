@@ -136,8 +136,12 @@ class OnnxEmbedder:
         self._max_batch = max_batch
         self._max_batch_tokens = max_batch_tokens
 
-    def with_threads(self, threads: int) -> OnnxEmbedder:
+    def with_threads(self, threads: int, *, max_batch: int | None = None) -> OnnxEmbedder:
         """The same model in a session of its own with ``threads`` intra-op threads.
+
+        ``max_batch`` bounds each forward pass: a call's texts are sorted by length and run in
+        passes of that many, so short queries are not padded to a long one's length (measured
+        on 2 cores: batches of 32 queries in passes of 4 ran 315 queries/s, in one pass 175).
 
         For the query lane: several single-threaded sessions, each running its own batch, keep
         a shared 2-core machine busier than one session whose every operator waits for its
@@ -148,6 +152,7 @@ class OnnxEmbedder:
         """
         clone = copy.copy(self)
         clone._threads = threads
+        clone._max_batch = max_batch or self._max_batch
         clone._session = _session(self._path, threads, linger=False)
         clone._tokenizer = copy.deepcopy(self._tokenizer)
         clone._counter = untruncated(copy.deepcopy(self._tokenizer))

@@ -75,6 +75,9 @@ def build_embedder(settings: Settings) -> Embedder:
     )
 
 
+QUERY_PASS = 4  # queries per forward pass in the query lane, after sorting a batch by length
+
+
 def query_models(embedder: Embedder, workers: int) -> tuple[list[Embedder], Embedder | None]:
     """The query lane's models, and the one a lone query runs on.
 
@@ -91,8 +94,9 @@ def query_models(embedder: Embedder, workers: int) -> tuple[list[Embedder], Embe
         return [embedder], None
     cores = os.cpu_count() or 1
     workers = workers or 2
-    lane: list[Embedder] = [embedder.with_threads(max(1, cores // workers)) for _ in range(workers)]
-    return lane, embedder.with_threads(cores) if workers > 1 else None
+    threads = max(1, cores // workers)
+    lane: list[Embedder] = [embedder.with_threads(threads, max_batch=QUERY_PASS) for _ in range(workers)]
+    return lane, embedder.with_threads(cores, max_batch=QUERY_PASS) if workers > 1 else None
 
 
 def build_tiers(settings: Settings, dim: int, analyzer: Analyzer) -> dict[TierName, Tier]:

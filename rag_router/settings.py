@@ -68,7 +68,7 @@ class EmbeddingSettings(BaseModel):
     )
     max_batch: int = Field(64, ge=1)
     max_batch_tokens: int = Field(16_384, ge=256)
-    query_batch: int = Field(16, ge=1, description="queries embedded together at most (micro-batching)")
+    query_batch: int = Field(32, ge=1, description="queries embedded together at most (micro-batching)")
     query_wait_ms: float = Field(
         0.0, ge=0, description="how long an idle embedder waits for more queries (load fills batches anyway)"
     )

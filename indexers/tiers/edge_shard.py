@@ -116,16 +116,22 @@ def _request(
     )
 
 
-def search(shard: qe.EdgeShard, requests: Sequence[tuple[str, qe.QueryRequest]]) -> dict[str, list[LegHit]]:
-    """Hits keyed and referenced by point id; with their chunks when the requests ask for payloads."""
+def search(
+    shard: qe.EdgeShard, requests: Sequence[tuple[str, qe.QueryRequest]], *, payload: bool = True
+) -> dict[str, list[LegHit]]:
+    """Hits keyed and referenced by point id; with their chunks when ``payload``.
+
+    Point ids are our UUIDs already (chunk_key). Each attribute of a result is converted from
+    Rust on access, so each is read once: this loop runs 200 times a hybrid search.
+    """
     batch = shard.query_batch(qe.QueryBatchRequest([r for _, r in requests]))
     out: dict[str, list[LegHit]] = {}
     for (leg, _), points in zip(requests, batch, strict=True):
-        # Point ids are our UUIDs already (chunk_key): no conversion on this hot path.
-        out[leg] = [
-            LegHit(p.id, p.score, stored(p.payload) if p.payload else None, p.id)  # type: ignore[arg-type]
-            for p in points
-        ]
+        hits = []
+        for p in points:
+            pid: Any = p.id
+            hits.append(LegHit(pid, p.score, stored(p.payload or {}) if payload else None, pid))
+        out[leg] = hits
     return out
 
 

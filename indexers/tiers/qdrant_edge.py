@@ -236,7 +236,7 @@ class QdrantEdgeTier:
             return {}
         merged: dict[str, list[LegHit]] = {leg: [] for leg, _ in requests}
         for _, shard in self._shards():
-            for leg, hits in es.search(shard, requests).items():
+            for leg, hits in es.search(shard, requests, payload=query.payload).items():
                 merged[leg].extend(hits)
         return {leg: sorted(hits, key=lambda h: -h.score)[: query.k] for leg, hits in merged.items()}
 
