@@ -190,9 +190,18 @@ HitRef = str | int | uuid.UUID  # a tier's own handle on a hit (point id, row nu
 
 
 @functools.lru_cache(maxsize=65_536)
-def chunk_key(tenant: str, chunk_id: str) -> uuid.UUID:
-    """A deterministic UUID per (tenant, chunk): Qdrant's point id and fusion's key in every tier."""
+def chunk_uuid(tenant: str, chunk_id: str) -> uuid.UUID:
+    """A deterministic UUID per (tenant, chunk): the chunk's Qdrant point id."""
     return uuid.uuid5(_KEY_NAMESPACE, f"{tenant}\x00{chunk_id}")
+
+
+def chunk_key(tenant: str, chunk_id: str) -> int:
+    """Fusion's key for a chunk in every tier: its point id as an integer.
+
+    An int, not the UUID: ``UUID.__hash__`` is Python code, and fusion hashes each of a
+    request's 200 candidates several times.
+    """
+    return chunk_uuid(tenant, chunk_id).int
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +213,7 @@ class LegHit:
     ``chunk`` is None when the query asked for ids only (``SearchQuery.payload=False``).
     """
 
-    key: uuid.UUID
+    key: int
     score: float
     chunk: StoredChunk | None = None
     ref: HitRef = ""

@@ -181,11 +181,10 @@ class Searcher:
                 wanted.setdefault(f.tier, []).append(f.hit.ref)
         found: dict[TierName, dict[HitRef, StoredChunk]] = {}
         if wanted:
-            remaining = max(deadline - time.monotonic(), 0.0)
+            calls = [self._tiers[t].hydrate(refs) for t, refs in wanted.items()]
             try:
-                fetched = await asyncio.wait_for(
-                    asyncio.gather(*(self._tiers[t].hydrate(refs) for t, refs in wanted.items())), remaining
-                )
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0.0)):
+                    fetched = [await calls[0]] if len(calls) == 1 else await asyncio.gather(*calls)
             except TimeoutError:
                 raise BackendUnavailable("fetching the hits' chunks missed the deadline") from None
             found = dict(zip(wanted, fetched, strict=True))

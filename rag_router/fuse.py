@@ -13,7 +13,6 @@ afterwards (``Fused.hit.ref`` → ``Tier.hydrate``).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -24,7 +23,7 @@ from indexers.documents import Hit, LegHit, LegScore, StoredChunk, TierName
 class Fused:
     """A fused result before its chunk is known: ``hit`` is its entry in ``tier``'s leg."""
 
-    key: uuid.UUID
+    key: int
     score: float
     tier: TierName
     legs: dict[str, LegScore]
@@ -53,7 +52,7 @@ def merge_tiers(legs: Mapping[str, Sequence[LegHit]]) -> dict[str, list[tuple[st
         entries = [(name, h) for name in names for h in legs[name]]
         if len(names) > 1:  # one tier's list is ranked already
             entries.sort(key=lambda e: -e[1].score)
-        seen: set[uuid.UUID] = set()
+        seen: set[int] = set()
         ranked = []
         for name, hit in entries:
             if hit.key not in seen:
@@ -75,8 +74,8 @@ def rrf(
     Hot path (2 × 100 candidates a request): scores accumulate in plain dicts, and result
     objects and per-leg ranks are built for the ``limit`` kept hits only.
     """
-    score: dict[uuid.UUID, float] = {}
-    best: dict[uuid.UUID, tuple[int, str, LegHit]] = {}  # key → (best merged rank, its leg, its hit)
+    score: dict[int, float] = {}
+    best: dict[int, tuple[int, str, LegHit]] = {}  # key → (best merged rank, its leg, its hit)
     for kind, ranked in merge_tiers(legs).items():
         weight = (weights or {}).get(kind, 1.0)
         for rank, (name, hit) in enumerate(ranked, 1):

@@ -35,8 +35,8 @@ async def retrieve(
     async def one(name: TierName) -> tuple[TierName, LegResults | BaseException]:
         started = time.perf_counter()
         try:
-            remaining = max(deadline - time.monotonic(), 0.0)
-            result: LegResults | BaseException = await asyncio.wait_for(tiers[name].search(query), remaining)
+            async with asyncio.timeout_at(asyncio.get_running_loop().time() + deadline - time.monotonic()):
+                result: LegResults | BaseException = await tiers[name].search(query)
         except Exception as exc:  # any tier failure degrades instead of failing the request
             log.warning("tier %s failed: %r", name, exc)
             result = exc

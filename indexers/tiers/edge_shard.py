@@ -121,7 +121,7 @@ def search(
 ) -> dict[str, list[LegHit]]:
     """Hits keyed and referenced by point id; with their chunks when ``payload``.
 
-    Point ids are our UUIDs already (chunk_key). Each attribute of a result is converted from
+    Point ids are our UUIDs already (chunk_uuid). Each attribute of a result is converted from
     Rust on access, so each is read once: this loop runs 200 times a hybrid search.
     """
     batch = shard.query_batch(qe.QueryBatchRequest([r for _, r in requests]))
@@ -129,8 +129,8 @@ def search(
     for (leg, _), points in zip(requests, batch, strict=True):
         hits = []
         for p in points:
-            pid: Any = p.id
-            hits.append(LegHit(pid, p.score, stored(p.payload or {}) if payload else None, pid))
+            pid: Any = p.id  # a UUID: its .int is the fusion key
+            hits.append(LegHit(pid.int, p.score, stored(p.payload or {}) if payload else None, pid))
         out[leg] = hits
     return out
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from indexers.documents import EmbeddedChunk, StoredChunk, chunk_key
+from indexers.documents import EmbeddedChunk, StoredChunk, chunk_uuid
 from indexers.lexical import Analyzer, bm25_document_vector
 
 DENSE, SPARSE = "dense", "lexical"
@@ -20,7 +20,7 @@ STORED_KEYS = ["chunk_id", "doc_id", "text", "title", "metadata", "content_hash"
 
 def point_id(tenant: str, chunk_id: str) -> str:
     """Deterministic per (tenant, chunk): a retried upsert overwrites, never duplicates."""
-    return str(chunk_key(tenant, chunk_id))
+    return str(chunk_uuid(tenant, chunk_id))
 
 
 def iso(day: dt.date) -> str:

@@ -276,5 +276,5 @@ def tenant_filter(tenant: str, doc_ids: Sequence[str] | None = None) -> models.F
 
 
 def _leg_hit(point: models.ScoredPoint) -> LegHit:
-    key = uuid.UUID(str(point.id))  # the server sends our UUID point ids as strings
+    key = uuid.UUID(str(point.id)).int  # the server sends our UUID point ids as strings
     return LegHit(key, float(point.score), qp.stored(point.payload or {}), str(point.id))
