@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 import httpx
 import numpy as np
@@ -109,3 +110,53 @@ def test_onnx_backends_are_exported_once_and_match_torch(
     else:
         assert cosine.min() > 0.85 and cosine.max() < 0.9999 and onnx.model_name.endswith("@onnx-int8")
     assert len(list(cache.glob("*/model.onnx"))) == 1
+
+
+async def test_a_batch_is_the_oldest_query_and_those_closest_to_it_in_length() -> None:
+    batches: list[list[str]] = []
+    gate, entered = threading.Event(), threading.Event()
+
+    def run(texts: Sequence[str]) -> Vector:
+        batches.append(list(texts))
+        entered.set()
+        gate.wait(5)
+        return np.ones((len(texts), 2), dtype=np.float32)
+
+    batcher = QueryBatcher([run], max_batch=3, cache_size=0)
+    blocker = asyncio.create_task(batcher.embed("hold the model"))
+    assert await asyncio.to_thread(entered.wait, 5)
+    texts = ["a" * 10, "b" * 80, "c" * 12, "d" * 75, "e" * 9, "f" * 200]  # queued in this order
+    waiting = [asyncio.create_task(batcher.embed(t)) for t in texts]
+    await asyncio.sleep(0.01)
+    gate.set()
+    await asyncio.gather(blocker, *waiting)
+    batcher.close()
+    assert [sorted(len(t) for t in b) for b in batches[1:]] == [[9, 10, 12], [75, 80, 200]]
+
+
+async def test_a_lone_query_runs_on_the_solo_model_and_concurrent_ones_on_the_lane() -> None:
+    used: list[str] = []
+    active: dict[str, int] = {}
+    most: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def model(name: str) -> Callable[[Sequence[str]], Vector]:
+        def run(texts: Sequence[str]) -> Vector:
+            with lock:
+                used.append(name)
+                active[name] = active.get(name, 0) + 1
+                most[name] = max(most.get(name, 0), active[name])
+            time.sleep(0.05)
+            with lock:
+                active[name] -= 1
+            return np.ones((len(texts), 2), dtype=np.float32)
+
+        return run
+
+    batcher = QueryBatcher([model("lane-0"), model("lane-1")], solo=model("solo"), max_batch=1, cache_size=0)
+    await batcher.embed("alone")
+    assert used == ["solo"]
+    await asyncio.gather(*(batcher.embed(f"q{i}") for i in range(6)))
+    batcher.close()
+    assert used[1] == "solo" and {"lane-0", "lane-1"} & set(used[2:])  # the rest ran beside it
+    assert most["solo"] == 1  # the all-core model is never run twice at once
