@@ -2,6 +2,7 @@
 
     python bench/load.py --data-dir /tmp/ev/scifact-onnx --out docs/bench-load.json
     python bench/load.py --data-dir … --soak 300      # + RSS of the server over a 5-minute run
+    python bench/load.py --data-dir … --levels 64 --profile /tmp/serve.speedscope.json  # + py-spy
 
 Starts ``rag-router serve`` on an already-ingested data dir (e.g. one ``rag-router eval
 --data-dir`` left), then: (1) the raw embedder's best batched queries/s and its one-at-a-time
@@ -200,6 +201,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--max-inflight", type=int, default=64)
     parser.add_argument("--soak", type=float, default=0, help="seconds of 64-client load while sampling RSS")
+    parser.add_argument(
+        "--profile", type=Path, help="also record the server with py-spy at 64 clients (speedscope file)"
+    )
     parser.add_argument("--out", type=Path)
     parser.add_argument("--raw-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -226,6 +230,25 @@ def main() -> None:
         result["overload"] = asyncio.run(
             drive(url, "/v1/search", 4 * args.max_inflight, args.seconds, queries, backoff=True)
         )
+        if args.profile:
+            py_spy = str(Path(sys.executable).with_name("py-spy"))
+            how = [
+                "-d",
+                str(int(args.seconds)),
+                "-r",
+                "100",
+                "--threads",
+                "--nonblocking",
+                "-f",
+                "speedscope",
+            ]
+            spy = subprocess.Popen(
+                [py_spy, "record", "-p", str(proc.pid), *how, "-o", str(args.profile)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            result["profiled"] = asyncio.run(drive(url, "/v1/search", 64, args.seconds, queries))
+            spy.wait(timeout=60)
         if args.soak:
             samples: list[float] = []
 

@@ -107,6 +107,10 @@ def test_onnx_backends_are_exported_once_and_match_torch(
     assert onnx.count_tokens(texts) == embedder.count_tokens(texts) and onnx.dim == 384
     if backend == "onnx":
         assert np.allclose(cosine, 1.0, atol=1e-5)
+        # a query-lane sibling: own session, one thread, sorted passes of 2; same vectors, same order
+        mixed = ["a much longer question about the right to a fair and public hearing", "asylum", *texts]
+        sibling = onnx.with_threads(1, max_batch=2)
+        assert np.allclose(sibling.embed(mixed), onnx.embed(mixed), atol=1e-5)
     else:
         assert cosine.min() > 0.85 and cosine.max() < 0.9999 and onnx.model_name.endswith("@onnx-int8")
     assert len(list(cache.glob("*/model.onnx"))) == 1
