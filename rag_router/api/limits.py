@@ -50,28 +50,7 @@ class BodyLimit:
         await self.app(scope, buffered, send)
 
     async def _reject(self, scope: Scope, send: Send, limit: int) -> None:
-        request_id = str(scope.get("state", {}).get("request_id", "-"))
-        message = f"request body over {limit} bytes"
-        payload = {
-            "error": {
-                "code": "payload_too_large",
-                "message": message,
-                "type": "client_error",
-                "request_id": request_id,
-            }
-        }
-        data = json.dumps(payload).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(data)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": data})
+        await _reply(send, 413, "payload_too_large", f"request body over {limit} bytes", scope, {})
 
 
 ADMITTED_PATHS = frozenset({"/v1/search", "/v1/answer", "/v1/chat/completions"})
