@@ -54,6 +54,17 @@ def test_health_ready_metrics(client: TestClient) -> None:
     assert 'rag_route_decisions_total{tiers="hot+cold"}' in metrics
 
 
+def test_request_ids_are_echoed_or_made_and_every_request_is_counted(client: TestClient) -> None:
+    given = client.post("/v1/search", json={"query": "slavery"}, headers={"x-request-id": "trace-42"})
+    assert given.headers["x-request-id"] == "trace-42" == given.json()["request_id"]
+    made = [client.post("/v1/search", json={"query": "slavery"}).headers["x-request-id"] for _ in range(2)]
+    assert made[0] != made[1] and all(len(m) == 24 for m in made)
+    assert client.post("/v1/search", json={}).status_code == 422
+    metrics = client.get("/metrics").text
+    assert 'rag_http_requests_total{route="/v1/search",status="200"}' in metrics
+    assert 'rag_http_requests_total{route="/v1/search",status="422"}' in metrics
+
+
 def test_search_response_has_every_field(client: TestClient) -> None:
     r = client.post("/v1/search", json={"query": "Is everyone equal before the law?", "top_k": 3})
     assert r.status_code == 200, r.text
@@ -66,7 +77,7 @@ def test_search_response_has_every_field(client: TestClient) -> None:
     assert {"cold.dense", "cold.lexical"} <= set(top["legs"])
     assert set(body["route"]) == {"tiers", "reason", "features", "filters"}
     assert body["route"]["tiers"] == ["hot", "cold"]
-    assert {"features", "embed", "hot", "cold", "fuse", "total"} <= set(body["timings_ms"])
+    assert {"features", "embed", "hot", "cold", "fuse", "fetch", "total"} <= set(body["timings_ms"])
     assert body["degraded"] is False and body["unavailable"] == []
 
 
