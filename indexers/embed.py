@@ -145,6 +145,15 @@ def token_batches(lengths: Sequence[int], *, max_batch: int, max_tokens: int) ->
         yield batch
 
 
+def token_passes(
+    tokenizer: Any, texts: Sequence[str], max_len: int, max_batch: int, max_tokens: int
+) -> Iterator[tuple[list[int], list[list[int]]]]:
+    """Tokenize once, then yield length-sorted passes as (indices into ``texts``, their token ids)."""
+    ids: list[list[int]] = tokenizer(list(texts), truncation=True, max_length=max_len)["input_ids"]
+    for batch in token_batches([len(i) for i in ids], max_batch=max_batch, max_tokens=max_tokens):
+        yield batch, [ids[i] for i in batch]
+
+
 class SentenceTransformerEmbedder:
     """sentence-transformers model loaded from a local path, offline."""
 
@@ -208,13 +217,10 @@ class SentenceTransformerEmbedder:
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
         if not texts:
             return out
-        ids: list[list[int]] = self._tokenizer(list(texts), truncation=True, max_length=self._max_len)[
-            "input_ids"
-        ]
-        lengths = [len(i) for i in ids]
+        passes = token_passes(self._tokenizer, texts, self._max_len, self._max_batch, self._max_batch_tokens)
         with torch.inference_mode():
-            for batch in token_batches(lengths, max_batch=self._max_batch, max_tokens=self._max_batch_tokens):
-                features = self._padded([ids[i] for i in batch])
+            for batch, rows in passes:
+                features = self._padded(rows)
                 vectors = self._model(features)["sentence_embedding"]
                 out[batch] = vectors.float().cpu().numpy()
         return out

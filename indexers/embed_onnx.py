@@ -21,7 +21,7 @@ from typing import Any, Literal, cast
 import numpy as np
 
 from indexers.documents import Vector
-from indexers.embed import count_tokens, pad, resolve_model, token_batches, untruncated
+from indexers.embed import count_tokens, pad, resolve_model, token_passes, untruncated
 
 log = logging.getLogger(__name__)
 
@@ -176,12 +176,9 @@ class OnnxEmbedder:
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
         if not texts:
             return out
-        ids: list[list[int]] = self._tokenizer(list(texts), truncation=True, max_length=self._max_len)[
-            "input_ids"
-        ]
-        lengths = [len(i) for i in ids]
-        for batch in token_batches(lengths, max_batch=self._max_batch, max_tokens=self._max_batch_tokens):
-            feeds = pad([ids[i] for i in batch], self._pad_id)
+        passes = token_passes(self._tokenizer, texts, self._max_len, self._max_batch, self._max_batch_tokens)
+        for batch, rows in passes:
+            feeds = pad(rows, self._pad_id)
             hidden = self._session.run(None, feeds)[0]
             mask = feeds["attention_mask"][..., None].astype(np.float32)
             pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
