@@ -145,7 +145,8 @@ class Searcher:
             weights = {**self._weights, **route.weights}
             fused = rrf(run.retrieved.legs, k=self._rrf_k, weights=weights, limit=params.top_k)
         with _timer(timings, "fetch"):
-            hits = await self._hydrate(fused, deadline)
+            hits, failed = await self._hydrate(fused, deadline)
+        run.retrieved.unavailable.extend(t for t in failed if t not in run.retrieved.unavailable)
         timings["total"] = (time.perf_counter() - started) * 1000
         self._metrics.observe_search(run.tiers, timings, run.retrieved.unavailable)
         log.info(
@@ -169,31 +170,38 @@ class Searcher:
             params.request_id,
         )
 
-    async def _hydrate(self, fused: list[Fused], deadline: float) -> list[Hit]:
+    async def _hydrate(self, fused: list[Fused], deadline: float) -> tuple[list[Hit], list[TierName]]:
         """The chunks of the fused hits, from the tier each ranked best in (one call per tier).
 
-        A hit whose chunk was deleted between search and fetch is dropped; a tier that fails
-        here fails the request (its hits were already chosen).
+        A hit whose chunk was deleted between search and fetch is dropped. A tier that fails
+        or misses the deadline here loses its hits and is reported like one that failed the
+        search (degraded), the other tier's hits stay.
         """
         wanted: dict[TierName, list[HitRef]] = {}
         for f in fused:
             if f.hit.chunk is None:
                 wanted.setdefault(f.tier, []).append(f.hit.ref)
         found: dict[TierName, dict[HitRef, StoredChunk]] = {}
-        if wanted:
-            calls = [self._tiers[t].hydrate(refs) for t, refs in wanted.items()]
+        failed: list[TierName] = []
+
+        async def one(tier: TierName, refs: list[HitRef]) -> None:
             try:
                 async with asyncio.timeout(max(deadline - time.monotonic(), 0.0)):
-                    fetched = [await calls[0]] if len(calls) == 1 else await asyncio.gather(*calls)
-            except TimeoutError:
-                raise BackendUnavailable("fetching the hits' chunks missed the deadline") from None
-            found = dict(zip(wanted, fetched, strict=True))
+                    found[tier] = await self._tiers[tier].hydrate(refs)
+            except Exception as exc:  # like a failed search: degrade, do not fail the request
+                log.warning("tier %s failed to fetch hits: %r", tier, exc)
+                failed.append(tier)
+
+        if len(wanted) == 1:
+            await one(*next(iter(wanted.items())))
+        elif wanted:
+            await asyncio.gather(*(one(t, refs) for t, refs in wanted.items()))
         hits = []
         for f in fused:
             chunk = f.hit.chunk or found.get(f.tier, {}).get(f.hit.ref)
             if chunk is not None:
                 hits.append(f.to_hit(chunk))
-        return hits
+        return hits, failed
 
     async def _retrieve(self, route: Route, query: SearchQuery, deadline: float) -> _Run:
         run = await (

@@ -303,3 +303,30 @@ def test_query_then_fetch_hydrates_only_the_kept_hits_and_drops_deleted_ones(cli
     expected = [h["chunk_id"] for h in full["hits"]]
     assert len(out.hits) == 4 - len(asked)  # one dropped per tier asked
     assert [h.chunk_id for h in out.hits] == [c for c in expected if c in {h.chunk_id for h in out.hits}]
+
+
+def test_a_tier_that_fails_to_fetch_its_hits_degrades_the_answer(client: TestClient) -> None:
+    services = client.app.state.services  # type: ignore[attr-defined]
+
+    class Broken:
+        def __init__(self, tier: Any) -> None:
+            self.tier = tier
+
+        def __getattr__(self, attr: str) -> Any:
+            return getattr(self.tier, attr)
+
+        async def hydrate(self, refs: Any) -> Any:
+            raise ConnectionError("the cold tier went away after the search")
+
+    searcher = Searcher(
+        embedder=services.embed_worker,
+        analyzer=services.analyzer,
+        tiers={"hot": services.tiers["hot"], "cold": Broken(services.tiers["cold"])},
+        metrics=services.metrics,
+        policy=Policy(),
+    )
+    assert client.portal is not None
+    params = SearchParams("How does rag-router place documents in the hot and cold tiers?", route="both")
+    out = client.portal.call(searcher.search, params)
+    assert out.degraded and out.unavailable == ["cold"]
+    assert out.hits and all(h.tier == "hot" for h in out.hits)  # hot's hits stay, cold's are dropped
