@@ -145,16 +145,48 @@ def token_batches(lengths: Sequence[int], *, max_batch: int, max_tokens: int) ->
         yield batch
 
 
-def token_passes(
-    tokenizer: Any, texts: Sequence[str], max_len: int, max_batch: int, max_tokens: int
-) -> Iterator[tuple[list[int], list[list[int]]]]:
-    """Tokenize once, then yield length-sorted passes as (indices into ``texts``, their token ids)."""
-    ids: list[list[int]] = tokenizer(list(texts), truncation=True, max_length=max_len)["input_ids"]
-    for batch in token_batches([len(i) for i in ids], max_batch=max_batch, max_tokens=max_tokens):
-        yield batch, [ids[i] for i in batch]
+class PassEmbedder:
+    """What both embedders share: token counting, and ``embed`` as length-sorted passes.
+
+    A call tokenizes its texts once, sorts them by length and runs passes bounded by count
+    and tokens (padding waste is what makes unsorted batches slow); a subclass only turns one
+    pass of token ids into L2-normalised float32 vectors (``_forward``).
+    """
+
+    _dim: int
+    _counter: Any  # a tokenizer for counting: no truncation (see ``untruncated``)
+    _tokenizer: Any
+    _max_len: int
+    _max_batch: int
+    _max_batch_tokens: int
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens per text without special tokens (what a chunk's text costs)."""
+        if not texts:
+            return []
+        return count_tokens(self._counter, texts)
+
+    def embed(self, texts: Sequence[str]) -> Vector:
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        if not texts:
+            return out
+        ids: list[list[int]] = self._tokenizer(list(texts), truncation=True, max_length=self._max_len)[
+            "input_ids"
+        ]
+        lengths = [len(i) for i in ids]
+        for batch in token_batches(lengths, max_batch=self._max_batch, max_tokens=self._max_batch_tokens):
+            out[batch] = self._forward([ids[i] for i in batch])
+        return out
+
+    def _forward(self, rows: list[list[int]]) -> Vector:
+        raise NotImplementedError
 
 
-class SentenceTransformerEmbedder:
+class SentenceTransformerEmbedder(PassEmbedder):
     """sentence-transformers model loaded from a local path, offline."""
 
     def __init__(
@@ -200,30 +232,12 @@ class SentenceTransformerEmbedder:
     def model_name(self) -> str:
         return self._name
 
-    @property
-    def dim(self) -> int:
-        return self._dim
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Tokens per text without special tokens (what a chunk's text costs)."""
-        if not texts:
-            return []
-        return count_tokens(self._counter, texts)
-
-    def embed(self, texts: Sequence[str]) -> Vector:
-        """Tokenize once, then run length-sorted, token-bounded batches through the model."""
+    def _forward(self, rows: list[list[int]]) -> Vector:
         import torch
 
-        out = np.zeros((len(texts), self._dim), dtype=np.float32)
-        if not texts:
-            return out
-        passes = token_passes(self._tokenizer, texts, self._max_len, self._max_batch, self._max_batch_tokens)
         with torch.inference_mode():
-            for batch, rows in passes:
-                features = self._padded(rows)
-                vectors = self._model(features)["sentence_embedding"]
-                out[batch] = vectors.float().cpu().numpy()
-        return out
+            vectors = self._model(self._padded(rows))["sentence_embedding"]
+        return np.asarray(vectors.float().cpu().numpy())
 
     def _padded(self, rows: list[list[int]]) -> dict[str, Any]:
         """Right-padded input ids and attention mask as tensors on the model's device."""

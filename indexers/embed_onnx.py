@@ -14,14 +14,13 @@ import hashlib
 import logging
 import os
 import warnings
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
 import numpy as np
 
 from indexers.documents import Vector
-from indexers.embed import count_tokens, pad, resolve_model, token_passes, untruncated
+from indexers.embed import PassEmbedder, pad, resolve_model, untruncated
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +94,7 @@ def quantize(source: Path, dest: Path) -> None:
     tmp.replace(dest)
 
 
-class OnnxEmbedder:
+class OnnxEmbedder(PassEmbedder):
     """Same contract as ``SentenceTransformerEmbedder`` (length-sorted, token-bounded batches)."""
 
     def __init__(
@@ -162,28 +161,12 @@ class OnnxEmbedder:
     def model_name(self) -> str:
         return f"{self._name}@{self.backend}"
 
-    @property
-    def dim(self) -> int:
-        return self._dim
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        if not texts:
-            return []
-        return count_tokens(self._counter, texts)
-
-    def embed(self, texts: Sequence[str]) -> Vector:
-        """Tokenize once, then run length-sorted, token-bounded batches through the session."""
-        out = np.zeros((len(texts), self._dim), dtype=np.float32)
-        if not texts:
-            return out
-        passes = token_passes(self._tokenizer, texts, self._max_len, self._max_batch, self._max_batch_tokens)
-        for batch, rows in passes:
-            feeds = pad(rows, self._pad_id)
-            hidden = self._session.run(None, feeds)[0]
-            mask = feeds["attention_mask"][..., None].astype(np.float32)
-            pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
-            out[batch] = pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
-        return out
+    def _forward(self, rows: list[list[int]]) -> Vector:
+        feeds = pad(rows, self._pad_id)
+        hidden = self._session.run(None, feeds)[0]
+        mask = feeds["attention_mask"][..., None].astype(np.float32)
+        pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
+        return np.asarray(pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None))
 
 
 def _session(path: Path, threads: int, *, linger: bool = True) -> Any:
