@@ -12,7 +12,9 @@ at 64 clients; (3) ``/v1/search`` (route ``both``) at 1, 8, 32, 64, 128 clients 
 query is embedded); (4) 4× the admission bound, refused clients waiting out ``Retry-After``:
 admitted p99 against the 64-client p99, and how fast the rest are refused. Reports
 throughput, p50/p95/p99 and errors per level. The server and this load generator share the
-machine's cores.
+machine's cores; at 64 clients the run also reports where the CPU went, per request: each
+server thread's CPU time (``/proc``), grouped by its Python name (``py-spy dump``), and the
+load generator's own.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
+import re
+import resource
 import subprocess
 import sys
 import threading
@@ -105,6 +110,63 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) so far of each thread of ``pid``."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended
+            continue
+        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+# Python thread name → what the thread does (rag_router.services names them)
+THREAD_GROUPS = (
+    ("MainThread", "event loop (HTTP, routing, fusion)"),
+    ("embed-query", "query embedder"),
+    ("qdrant-edge", "hot tier (Qdrant Edge)"),
+    ("local-cold", "cold tier (tantivy + FAISS)"),
+)
+
+
+def thread_groups(pid: int) -> dict[int, str]:
+    """Native thread id → group, from the Python thread names ``py-spy dump`` reports."""
+    py_spy = str(Path(sys.executable).with_name("py-spy"))
+    try:
+        spy = subprocess.run([py_spy, "dump", "-p", str(pid)], capture_output=True, text=True, timeout=30)
+        dump = spy.stdout
+    except (OSError, subprocess.TimeoutExpired):
+        dump = ""
+    out: dict[int, str] = {}
+    for tid, name in re.findall(r'^Thread (\d+) \([^)]*\): "([^"]*)"', dump, flags=re.M):
+        out[int(tid)] = next((group for prefix, group in THREAD_GROUPS if name.startswith(prefix)), "other")
+    return out
+
+
+def cpu_per_request(
+    pid: int, before: dict[int, float], after: dict[int, float], client_s: float, requests: int
+) -> dict[str, float]:
+    """Milliseconds of CPU per answered request, by thread group, plus the load generator's."""
+    groups = thread_groups(pid)
+    spent: dict[str, float] = {}
+    for tid, cpu in after.items():
+        group = groups.get(tid, "other")
+        spent[group] = spent.get(group, 0.0) + cpu - before.get(tid, 0.0)
+    spent["load generator (this process)"] = client_s
+    ranked = sorted(spent.items(), key=lambda kv: -kv[1])
+    per = {name: round(s / max(requests, 1) * 1000, 2) for name, s in ranked}
+    per["total"] = round(sum(spent.values()) / max(requests, 1) * 1000, 2)
+    return per
+
+
+def own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 async def drive(
@@ -226,7 +288,15 @@ def main() -> None:
         asyncio.run(drive(url, "/v1/search", 8, 5, queries))  # warm-up
         result["noop_64"] = asyncio.run(drive(url, "/healthz", 64, args.seconds, queries))
         levels = [int(x) for x in args.levels.split(",")]
-        result["search"] = [asyncio.run(drive(url, "/v1/search", n, args.seconds, queries)) for n in levels]
+        result["search"] = []
+        for n in levels:
+            before, client = thread_cpu(proc.pid), own_cpu()
+            level = asyncio.run(drive(url, "/v1/search", n, args.seconds, queries))
+            if n == 64:
+                level["cpu_ms_per_request"] = cpu_per_request(
+                    proc.pid, before, thread_cpu(proc.pid), own_cpu() - client, level["status"].get("200", 0)
+                )
+            result["search"].append(level)
         result["overload"] = asyncio.run(
             drive(url, "/v1/search", 4 * args.max_inflight, args.seconds, queries, backoff=True)
         )
