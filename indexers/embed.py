@@ -60,9 +60,10 @@ class AsyncEmbedder:
         query_models: Sequence[Embedder] = (),
         query_solo: Embedder | None = None,
         observe: Observe | None = None,
+        nice: int = 0,
     ) -> None:
         self.sync = embedder
-        self._bulk = Worker("embed-bulk", threads=1, queue=queue)
+        self._bulk = Worker("embed-bulk", threads=1, queue=queue, nice=nice)
         self.batcher = QueryBatcher(
             [m.embed for m in query_models or [embedder]],
             solo=query_solo.embed if query_solo is not None else None,
@@ -70,6 +71,7 @@ class AsyncEmbedder:
             max_wait_s=query_wait_s,
             cache_size=query_cache,
             observe=observe,
+            nice=nice,
         )
 
     async def embed_query(self, text: str) -> Vector:

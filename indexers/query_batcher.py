@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from indexers.documents import Vector
+from indexers.workers import lower_priority
 
 Run = Callable[[Sequence[str]], Vector]  # blocking: runs in the batcher's thread
 Observe = Callable[[int, Sequence[float]], None]  # (batch size, each request's wait in seconds)
@@ -63,6 +64,7 @@ class QueryBatcher:
         cache_size: int = 10_000,
         observe: Observe | None = None,
         name: str = "embed-query",
+        nice: int = 0,
     ) -> None:
         if not runs:
             raise ValueError("a query batcher needs at least one model")
@@ -75,6 +77,7 @@ class QueryBatcher:
         self._cache_size = cache_size
         self._observe = observe
         self._name = name
+        self._nice = nice  # the threads' priority below the event loop's (workers.lower_priority)
         self._pending: deque[_Pending] = deque()
         self._wake = threading.Condition()
         self._threads: list[threading.Thread] = []
@@ -152,6 +155,7 @@ class QueryBatcher:
         return batch
 
     def _serve(self, run: Run) -> None:
+        lower_priority(self._nice)
         while (taken := self._next_batch()) is not None:
             batch, alone = taken
             try:

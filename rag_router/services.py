@@ -128,6 +128,7 @@ def _hot_tier(settings: Settings, dim: int, analyzer: Analyzer) -> Tier:
         hnsw_ef=q.hnsw_ef,
         fresh_limit=q.fresh_limit,
         compaction=q.compaction,
+        nice=settings.thread_nice // 2,
     )
 
 
@@ -146,7 +147,11 @@ def _cold_tier(settings: Settings, dim: int, analyzer: Analyzer) -> Tier:
         client = AsyncElasticsearch(e.url, **auth)
         return ElasticTier(client, index=e.index, dim=dim)
     return LocalColdTier(
-        settings.data_dir / "cold", dim=dim, analyzer=analyzer, ivf_threshold=e.ivf_threshold
+        settings.data_dir / "cold",
+        dim=dim,
+        analyzer=analyzer,
+        ivf_threshold=e.ivf_threshold,
+        nice=settings.thread_nice // 2,
     )
 
 
@@ -171,6 +176,7 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         query_wait_s=e.query_wait_ms / 1000,
         query_cache=e.query_cache,
         observe=metrics.observe_query_batch,
+        nice=settings.thread_nice,
     )
     chunker = Chunker(
         embedder.count_tokens,

@@ -130,6 +130,12 @@ class Settings(BaseSettings):
     max_inflight: int = Field(
         64, ge=1, description="search/answer requests in flight; more get 429 with Retry-After at once"
     )
+    thread_nice: int = Field(
+        10,
+        ge=0,
+        le=19,
+        description="Linux: embedder threads run this much nicer than the event loop, engine threads half",
+    )
 
     qdrant: QdrantSettings = Field(default_factory=QdrantSettings)
     elastic: ElasticSettings = Field(default_factory=ElasticSettings)

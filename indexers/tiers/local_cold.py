@@ -50,7 +50,9 @@ log = logging.getLogger(__name__)
 class LocalColdTier:
     """The embedded cold tier: SQLite + tantivy + FAISS in ``path``."""
 
-    def __init__(self, path: Path, *, dim: int, analyzer: Analyzer, ivf_threshold: int = 200_000) -> None:
+    def __init__(
+        self, path: Path, *, dim: int, analyzer: Analyzer, ivf_threshold: int = 200_000, nice: int = 0
+    ) -> None:
         self._path = path
         self._dim = dim
         self._analyzer = analyzer
@@ -59,7 +61,7 @@ class LocalColdTier:
         self._lexical: LexicalIndex | None = None
         self._vectors: VectorIndex | None = None
         self._open_lock = threading.Lock()
-        self._worker = Worker("local-cold")
+        self._worker = Worker("local-cold", nice=nice)
 
     @property
     def engine(self) -> str:

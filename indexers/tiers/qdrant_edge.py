@@ -59,6 +59,7 @@ class QdrantEdgeTier:
         fresh_limit: int = 20_000,
         max_sealed: int = 4,
         compaction: Compaction = "subprocess",
+        nice: int = 0,
     ) -> None:
         self._dir = path
         self._config = es.ShardConfig(dim=dim, indexing_threshold_kb=indexing_threshold_kb)
@@ -73,7 +74,7 @@ class QdrantEdgeTier:
         self._sealed: list[Named] = []
         self._retired: list[Named] = []  # swapped out; closed at the next swap (in-flight reads finish)
         self._next = 1
-        self._worker = Worker("qdrant-edge")
+        self._worker = Worker("qdrant-edge", nice=nice)
         self._compacting = asyncio.Lock()
         self._background: asyncio.Task[bool] | None = None
 

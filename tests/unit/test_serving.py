@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -15,7 +17,14 @@ from starlette.types import Receive, Scope, Send
 from indexers.documents import Vector
 from indexers.embed import AsyncEmbedder, SentenceTransformerEmbedder
 from indexers.query_batcher import QueryBatcher
+from indexers.workers import Worker
 from rag_router.api.limits import InFlightLimit
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice is Linux's")
+
+
+def _own_nice() -> int:
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
 
 
 async def test_concurrent_queries_share_forward_passes_and_get_their_own_vectors(
@@ -164,3 +173,28 @@ async def test_a_lone_query_runs_on_the_solo_model_and_concurrent_ones_on_the_la
     batcher.close()
     assert used[1] == "solo" and {"lane-0", "lane-1"} & set(used[2:])  # the rest ran beside it
     assert most["solo"] == 1  # the all-core model is never run twice at once
+
+
+@linux_only
+async def test_model_and_engine_threads_run_below_the_event_loop() -> None:
+    """The loop (accept, 429, health) keeps its priority; embedder and engine threads yield to it."""
+    loop_nice = _own_nice()
+    if loop_nice + 3 > 19:
+        pytest.skip("this process already runs at the lowest priority")
+    seen: list[int] = []
+
+    def run(texts: Sequence[str]) -> Vector:
+        seen.append(_own_nice())
+        return np.ones((len(texts), 2), dtype=np.float32)
+
+    batcher = QueryBatcher([run], cache_size=0, nice=3)
+    engine = Worker("test-engine", threads=1, nice=2)
+    try:
+        await batcher.embed("a query")
+        engine_nice = await engine.run(_own_nice)
+    finally:
+        batcher.close()
+        engine.shutdown()
+    assert seen == [loop_nice + 3]
+    assert engine_nice == loop_nice + 2
+    assert _own_nice() == loop_nice  # the caller's own priority is untouched
