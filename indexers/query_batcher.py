@@ -7,7 +7,10 @@ puts its text on a pending list and awaits a future; a free thread takes up to `
 pending queries, runs one forward pass and hands the vectors back to the event loop in a
 single callback. A thread that finds every other one idle runs its batch on ``solo`` instead,
 when given (e.g. one session with every core): a lone query gets the whole machine, while
-under load each thread runs its own batch on its own core. While a pass runs, new requests pile up
+under load each thread runs its own batch on its own core. "Lone" means no query arrived
+during the last pass: under load every thread is sometimes idle for a moment (its requests
+are in the tiers), and an all-core pass then competes with the rest of the service for the
+same cores (measured: 10 % less throughput at 64 clients). While a pass runs, new requests pile up
 and go in the next one, so under load batches fill by themselves and the model never waits
 for the event loop between passes (measured: with the loop driving each pass the model sat
 idle ~18 % of the time at 64 clients). An idle model may wait ``max_wait_s`` for company
@@ -71,6 +74,7 @@ class QueryBatcher:
         self._runs = list(runs)
         self._solo = solo
         self._busy = 0  # threads in a forward pass
+        self._contended = False  # a query arrived while a pass ran, since the last pass began
         self._max_batch = max_batch
         self._max_wait = max_wait_s
         self._cache: OrderedDict[str, Vector] = OrderedDict()
@@ -97,6 +101,8 @@ class QueryBatcher:
             if self._closed:
                 raise RuntimeError("query batcher is closed")
             self._pending.append(_Pending(key, future, loop))
+            if self._busy:
+                self._contended = True
             if not self._threads:
                 self._threads = [
                     threading.Thread(target=self._serve, args=(run,), name=f"{self._name}-{i}", daemon=True)
@@ -119,7 +125,7 @@ class QueryBatcher:
     # the models' threads -------------------------------------------------------------
 
     def _next_batch(self) -> tuple[list[_Pending], bool] | None:
-        """The next batch, and whether every other thread is idle; None once closed and drained."""
+        """The next batch, and whether it is lone (may run on ``solo``); None once closed and drained."""
         with self._wake:
             while not self._pending and not self._closed:
                 self._wake.wait()
@@ -132,7 +138,8 @@ class QueryBatcher:
                     if left <= 0:
                         break
                     self._wake.wait(left)
-            alone = self._busy == 0
+            alone = self._busy == 0 and not self._contended
+            self._contended = False
             self._busy += 1
             return self._take(), alone
 
@@ -158,24 +165,22 @@ class QueryBatcher:
         lower_priority(self._nice)
         while (taken := self._next_batch()) is not None:
             batch, alone = taken
-            try:
-                self._pass(batch, self._solo if alone and self._solo is not None else run)
-            finally:
-                with self._wake:
-                    self._busy -= 1
+            self._pass(batch, self._solo if alone and self._solo is not None else run)
 
     def _pass(self, batch: list[_Pending], run: Run) -> None:
         live = [p for p in batch if not p.future.done()]  # a cancelled request is not embedded
-        if not live:
-            return
         texts = list(dict.fromkeys(p.key for p in live))
         started = time.perf_counter()
         vectors: Vector | None = None
         error: BaseException | None = None
         try:
-            vectors = run(texts)
+            if texts:
+                vectors = run(texts)
         except Exception as exc:  # every request of the batch gets the error
             error = exc
+        finally:
+            with self._wake:  # idle before anyone hears back: their next query may find it so
+                self._busy -= 1
         for loop in {p.loop for p in live}:
             mine = [p for p in live if p.loop is loop]
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more

@@ -175,6 +175,34 @@ async def test_a_lone_query_runs_on_the_solo_model_and_concurrent_ones_on_the_la
     assert most["solo"] == 1  # the all-core model is never run twice at once
 
 
+async def test_after_a_pass_that_others_queued_behind_the_next_batch_stays_on_the_lane() -> None:
+    """Under load every thread is idle now and then; that is not a lone query."""
+    used: list[str] = []
+    gate, entered = threading.Event(), threading.Event()
+
+    def model(name: str) -> Callable[[Sequence[str]], Vector]:
+        def run(texts: Sequence[str]) -> Vector:
+            used.append(name)
+            if "hold" in texts:
+                entered.set()
+                gate.wait(5)
+            return np.ones((len(texts), 2), dtype=np.float32)
+
+        return run
+
+    batcher = QueryBatcher([model("lane")], solo=model("solo"), cache_size=0)
+    await batcher.embed("first")  # quiet: the whole machine
+    held = asyncio.create_task(batcher.embed("hold"))
+    assert await asyncio.to_thread(entered.wait, 5)
+    queued = asyncio.create_task(batcher.embed("arrived during a pass"))
+    await asyncio.sleep(0.01)
+    gate.set()
+    await asyncio.gather(held, queued)
+    await batcher.embed("after a quiet pass")
+    batcher.close()
+    assert used == ["solo", "solo", "lane", "solo"]
+
+
 @linux_only
 async def test_model_and_engine_threads_run_below_the_event_loop() -> None:
     """The loop (accept, 429, health) keeps its priority; embedder and engine threads yield to it."""
