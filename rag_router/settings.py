@@ -131,7 +131,7 @@ class Settings(BaseSettings):
         64, ge=1, description="search/answer requests in flight; more get 429 with Retry-After at once"
     )
     thread_nice: int = Field(
-        10,
+        4,
         ge=0,
         le=19,
         description="Linux: embedder threads run this much nicer than the event loop, engine threads half",
