@@ -105,6 +105,15 @@ def raw_embedder(backend: str, queries: list[str]) -> dict[str, Any]:
     }
 
 
+def raw_embedder_apart(data_dir: Path, backend: str) -> dict[str, Any]:
+    """``raw_embedder`` in a child process, so that the measuring process holds no model and
+    no idle ONNX thread pools afterwards (e.g. while it drives the server)."""
+    how = ["--raw-only", "--backend", backend, "--data-dir", str(data_dir)]
+    done = subprocess.run([sys.executable, __file__, *how], capture_output=True, text=True, check=True)
+    raw: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return raw
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -274,15 +283,7 @@ def main() -> None:
         print(json.dumps(raw_embedder(args.backend, queries)))
         return
     result: dict[str, Any] = {"machine": machine(), "command": " ".join(sys.argv), "queries": len(queries)}
-    # In a child process, so that the load generator's process holds no model and no idle
-    # ONNX thread pools while it drives the server.
-    raw = subprocess.run(
-        [sys.executable, __file__, "--raw-only", "--backend", args.backend, "--data-dir", str(args.data_dir)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    result["raw_embedder"] = json.loads(raw.stdout.strip().splitlines()[-1])
+    result["raw_embedder"] = raw_embedder_apart(args.data_dir, args.backend)
     env = server_env(args.data_dir, args.backend, args.max_inflight)
     with server(env, Path("/tmp/bench-load-server.log"), ready_s=180) as (url, proc):
         asyncio.run(drive(url, "/v1/search", 8, 5, queries))  # warm-up

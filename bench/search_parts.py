@@ -22,9 +22,7 @@ import argparse
 import asyncio
 import functools
 import gc
-import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -37,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import qdrant_edge as qe
 
 from bench._common import emit, machine
-from bench.load import load_queries
+from bench.load import load_queries, raw_embedder_apart
 from indexers.documents import Filters, SearchQuery
 from indexers.tiers import edge_shard as es
 
@@ -152,20 +150,11 @@ async def in_process(svc: Any, queries: list[str], seconds: float, clients: int)
     }
 
 
-def raw_embedder(data_dir: Path, backend: str) -> dict[str, Any]:
-    """``bench/load.py``'s measure of the raw embedder, in a child process as there."""
-    load = Path(__file__).with_name("load.py")
-    how = ["--raw-only", "--backend", backend, "--data-dir", str(data_dir)]
-    done = subprocess.run([sys.executable, str(load), *how], capture_output=True, text=True, check=True)
-    raw: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return raw
-
-
 async def run(data_dir: Path, backend: str, seconds: float) -> dict[str, Any]:
     from rag_router.services import build_services
     from rag_router.settings import Settings
 
-    raw = raw_embedder(data_dir, backend)
+    raw = raw_embedder_apart(data_dir, backend)
     gc.set_threshold(50_000, 50, 100)  # as ``rag-router serve``
     settings = Settings(data_dir=data_dir, embedding={"backend": backend, "query_cache": 0})
     svc = await build_services(settings)
