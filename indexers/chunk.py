@@ -5,7 +5,9 @@ is packed on its own, so no chunk straddles an article, and its chunks carry the
 article / section / chapter. Token counts come from the embedder's own tokenizer, so a chunk
 never exceeds what the model reads. Paged sources (PDF) give each chunk the ``page`` it
 starts on. Ids are deterministic, ``{doc_id}#{n}``: re-chunking the same text gives the same
-ids, so a re-ingest overwrites instead of duplicating.
+ids, so a re-ingest overwrites instead of duplicating. A chunk's text is a slice of the
+document's, from its first sentence's start to its last one's end: nothing is inserted or
+normalised between sentences ("。" is not followed by a space, line breaks stay).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ TokenCounter = Callable[[Sequence[str]], list[int]]
 # or at a blank line. A single line break is not an end: PDF and e-mail text is hard-wrapped
 # mid-sentence. Abbreviations like "e.g. the" may split early; that only costs a
 # slightly shorter chunk, never lost text.
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+|(?<=[。！？；])|\n\s*\n")
+_SENTENCE_END = re.compile(r"(?<=[.!?])([\"'”’)\]]*)\s+|(?<=[。！？；])|\n\s*\n")
 
 
 def split_sentences(text: str) -> list[str]:
@@ -36,7 +38,8 @@ def sentence_spans(text: str) -> list[tuple[int, str]]:
     """(offset, sentence) pairs; sentences are stripped, offsets point at their first character."""
     spans, start = [], 0
     for m in _SENTENCE_END.finditer(text):
-        spans.append((start, text[start : m.start()]))
+        end = m.end(1) if m.group(1) else m.start()  # closing quotes stay with their sentence
+        spans.append((start, text[start:end]))
         start = m.end()
     spans.append((start, text[start:]))
     out = []
@@ -47,7 +50,7 @@ def sentence_spans(text: str) -> list[tuple[int, str]]:
     return out
 
 
-Piece = tuple[str, int, int]  # text, tokens, offset in the document
+Piece = tuple[int, int, int]  # start and end offset in the document, tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +80,8 @@ class Chunker:
         for doc, section, spans in parts:
             pieces = list(self._pieces(spans, [next(counts) for _ in spans], section.start))
             chunks = out[id(doc)]
-            for offset, text in self._pack(pieces):
+            for offset, end in self._pack(pieces):
+                text = doc.text[offset:end]
                 metadata: dict[str, Any] = dict(section.metadata)
                 if doc.page_starts:
                     metadata["page"] = bisect.bisect_right(doc.page_starts, offset)
@@ -97,48 +101,48 @@ class Chunker:
 
     def _pieces(self, spans: list[tuple[int, str]], counts: list[int], base: int) -> Iterator[Piece]:
         for (offset, sentence), tokens in zip(spans, counts, strict=True):
+            start = base + offset
             if tokens <= self.max_tokens:
-                yield sentence, tokens, base + offset
+                yield start, start + len(sentence), tokens
             else:
-                yield from ((p, t, base + offset) for p, t in self._split_long(sentence))
+                yield from ((start + a, start + b, t) for a, b, t in self._split_long(sentence))
 
-    def _split_long(self, sentence: str) -> Iterator[tuple[str, int]]:
+    def _split_long(self, sentence: str) -> Iterator[Piece]:
         """A sentence longer than a chunk is cut at word (or, for CJK, character) boundaries."""
-        words = sentence.split()
-        units = words if len(words) > 1 else list(sentence)
-        joiner = " " if len(words) > 1 else ""
-        counts = self.count_tokens(units)
+        units = [m.span() for m in re.finditer(r"\S+", sentence)]
+        if len(units) <= 1:
+            units = [(i, i + 1) for i in range(len(sentence))]
+        counts = self.count_tokens([sentence[a:b] for a, b in units])
         start, used = 0, 0
         for i, count in enumerate(counts):
             if used + count > self.max_tokens and i > start:
-                piece = joiner.join(units[start:i])
-                yield piece, used
+                yield units[start][0], units[i - 1][1], used
                 start, used = i, 0
             used += count
         if start < len(units):
-            yield joiner.join(units[start:]), used
+            yield units[start][0], units[-1][1], used
 
-    def _pack(self, pieces: list[Piece]) -> Iterator[tuple[int, str]]:
-        """(offset of the first piece, text) per chunk."""
+    def _pack(self, pieces: list[Piece]) -> Iterator[tuple[int, int]]:
+        """(start, end) in the document per chunk: from its first piece's start to its last's end."""
         current: list[Piece] = []
         used = 0
         for piece in pieces:
-            if current and used + piece[1] > self.max_tokens:
-                yield current[0][2], " ".join(p[0] for p in current)
+            if current and used + piece[2] > self.max_tokens:
+                yield current[0][0], current[-1][1]
                 current, used = self._overlap(current)
-                if used + piece[1] > self.max_tokens:
+                if used + piece[2] > self.max_tokens:
                     current, used = [], 0
             current.append(piece)
-            used += piece[1]
+            used += piece[2]
         if current:
-            yield current[0][2], " ".join(p[0] for p in current)
+            yield current[0][0], current[-1][1]
 
     def _overlap(self, chunk: list[Piece]) -> tuple[list[Piece], int]:
         kept: list[Piece] = []
         used = 0
         for piece in reversed(chunk[1:]):  # never repeat a whole chunk
-            if used + piece[1] > self.overlap_tokens:
+            if used + piece[2] > self.overlap_tokens:
                 break
             kept.insert(0, piece)
-            used += piece[1]
+            used += piece[2]
         return kept, used

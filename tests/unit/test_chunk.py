@@ -91,3 +91,35 @@ def test_chunks_follow_the_structure_and_never_straddle_an_article(
     assert chunks[1].text.startswith("CHAPTER III") and "Article 12" in chunks[1].text
     assert any("Article 5 of the treaty" in c.text for c in chunks if c.metadata.get("section") == 2)
     assert [c.chunk_id for c in chunks] == [f"law#{n}" for n in range(len(chunks))]
+
+
+def test_chinese_sentences_are_joined_byte_for_byte(embedder: SentenceTransformerEmbedder) -> None:
+    """No space is put after 。 and line breaks stay: a chunk is a slice of the stored text."""
+    text = "在道路上驾驶机动车，有下列情形之一的，处拘役，并处罚金：\n（一）追逐竞驶，情节恶劣的；"
+    text += "\n（二）醉酒驾驶机动车的。"
+    text += "机动车所有人、管理人对前款行为负有直接责任的，依照前款的规定处罚。" * 3
+    [chunk] = Chunker(embedder.count_tokens, max_tokens=500).chunk(Document(id="xf-133-1", text=text))
+    assert chunk.text == text
+
+
+def test_every_chunk_is_a_slice_of_any_unicode_text(embedder: SentenceTransformerEmbedder) -> None:
+    """Seeded random texts mixing scripts, emoji, combining marks, odd spaces and sentence ends."""
+    import random
+
+    rng = random.Random(20261130)
+    alphabet = [
+        *"abc xyz 数据保护。！？；.!?\n\n\t\u3000 é\u0301 😀 ﬁ Ωω ١٢٣ \u200b「」“”",
+        "Article 5 ",
+        "第十条 ",
+    ]
+    chunker = Chunker(embedder.count_tokens, max_tokens=24, overlap_tokens=6)
+    for i in range(40):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 400)))
+        doc = Document(id=f"r{i}", text=text)
+        chunks = chunker.chunk(doc)
+        assert all(c.text and c.text in text and c.text == c.text.strip() for c in chunks)
+        # together the chunks hold every visible character, in order
+        seen = "".join(
+            c.text for c in Chunker(embedder.count_tokens, max_tokens=24, overlap_tokens=0).chunk(doc)
+        )
+        assert [ch for ch in seen if not ch.isspace()] == [ch for ch in text if not ch.isspace()]
