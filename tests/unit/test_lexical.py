@@ -9,9 +9,17 @@ def test_english_is_stemmed_and_stopwords_dropped() -> None:
     assert a.query_terms("dogs dog DOGS cats") == ["dog", "cat"]
 
 
-def test_chinese_is_segmented_into_words() -> None:
-    terms = Analyzer().terms("个人数据保护条例")
-    assert len(terms) >= 2 and "".join(terms) == "个人数据保护条例"
+def test_chinese_runs_become_characters_and_overlapping_bigrams() -> None:
+    assert Analyzer().terms("正当防卫") == ["正", "当", "防", "卫", "正当", "当防", "防卫"]
+    assert Analyzer().terms("法") == ["法"]
+
+
+def test_a_chinese_query_matches_a_document_without_a_dictionary() -> None:
+    """Bigrams find words no dictionary segments the same way in query and text."""
+    doc = set(Analyzer().terms("在道路上驾驶机动车，醉酒驾驶机动车的，处拘役"))
+    query = Analyzer().query_terms("醉驾会被判什么刑")
+    assert "醉" in doc and "驾驶" in doc and "醉驾" not in doc  # a query-only word is no match
+    assert {"醉", "驾"} <= set(query) & doc
 
 
 def test_mixed_script_and_numbers() -> None:

@@ -1,0 +1,63 @@
+"""What wrote an index: the embedding model, its dimension and the lexical analyzer's version.
+
+Vectors of two models in one index rank against each other as noise, and terms of two analyzers
+miss each other, with no error anywhere. So the first start writes ``index.json`` into the data
+dir, and every later start compares: a different model, dimension or analyzer is refused with a
+message that says what wrote the index and how to go on. The embedding cache is keyed by model
+already; this guards the tiers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from indexers.lexical import ANALYZER_VERSION
+
+log = logging.getLogger(__name__)
+MANIFEST = "index.json"
+
+
+class IndexMismatch(RuntimeError):
+    """The settings would write into an index that another model or analyzer wrote."""
+
+
+@dataclass(frozen=True, slots=True)
+class IndexManifest:
+    embedding_model: str
+    dim: int
+    analyzer: str = ANALYZER_VERSION
+
+
+def check_manifest(data_dir: Path, current: IndexManifest) -> None:
+    """Write the manifest on first use; raise ``IndexMismatch`` when the index was written otherwise."""
+    path = data_dir / MANIFEST
+    if not path.exists():
+        if any(p.name != MANIFEST for p in data_dir.glob("*")) if data_dir.exists() else False:
+            log.warning("index in %s predates %s: recording %s", data_dir, MANIFEST, current)
+        _write(path, current)
+        return
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    wanted = asdict(current)
+    different = {k: (stored.get(k), v) for k, v in wanted.items() if stored.get(k) != v}
+    if not different:
+        return
+    shown = "; ".join(f"{k}: index {old!r}, settings {new!r}" for k, (old, new) in different.items())
+    hint = (
+        f"set RAG_EMBEDDING__MODEL={stored.get('embedding_model')} to use it"
+        if "embedding_model" in different or "dim" in different
+        else "re-ingest"
+    )
+    raise IndexMismatch(
+        f"the index in {data_dir} was written differently ({shown}); {hint}, "
+        f"or ingest into a new RAG_DATA_DIR"
+    )
+
+
+def _write(path: Path, manifest: IndexManifest) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(manifest), indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
