@@ -1,5 +1,6 @@
 """Structure from headings: "Article 17 …", "Article IV", "Amendment XIV", "Section 3.2", "§ 4",
-"第十七条", "第三章".
+"第十七条", "第一百三十三条之一", "第三章",
+optionally after a law or document name ("刑法 第二十条", "GDPR Article 17").
 
 A document whose metadata lacks ``article`` / ``section`` / ``chapter`` gets them from its title
 or first line, so that the router's clause filters work on corpora that were not annotated.
@@ -67,32 +68,69 @@ def roman_number(text: str) -> int:
     return total
 
 
-_HEADINGS: list[tuple[str, re.Pattern[str]]] = [
-    ("article", re.compile(rf"^\s*(?:Article|Art\.)\s+(\d{{1,4}}|{ROMAN})\b", re.IGNORECASE)),
-    ("amendment", re.compile(rf"^\s*Amendment\s+(\d{{1,2}}|{ROMAN})\b")),
-    ("section", re.compile(r"^\s*(?:Section|Sec\.|§)\s*(\d{1,4}(?:\.\d{1,3})*)\b", re.IGNORECASE)),
-    ("article", re.compile(rf"^\s*第(\d+|[{CN_NUMERALS}]+)条")),
-    ("chapter", re.compile(rf"^\s*第(\d+|[{CN_NUMERALS}]+)章")),
-    ("chapter", re.compile(r"^\s*Chapter\s+(\d{1,3}|[IVXLC]{1,6})\b", re.IGNORECASE)),
+# A Chinese article number, with an inserted article's 之N: 第一百三十三条之一 → "133-1".
+CN_ARTICLE = rf"第(\d+|[{CN_NUMERALS}]+)条(?:之(\d+|[{CN_NUMERALS}]+))?"
+
+_HEADINGS: list[tuple[str, str, int]] = [  # key, pattern, re flags
+    ("article", rf"(?:Article|Art\.)\s+(\d{{1,4}}|{ROMAN})\b()", re.IGNORECASE),
+    ("amendment", rf"Amendment\s+(\d{{1,2}}|{ROMAN})\b()", 0),
+    ("section", r"(?:Section|Sec\.|§)\s*(\d{1,4}(?:\.\d{1,3})*)\b()", re.IGNORECASE),
+    ("article", CN_ARTICLE, 0),
+    ("chapter", rf"第(\d+|[{CN_NUMERALS}]+)章()", 0),
+    ("chapter", r"Chapter\s+(\d{1,3}|[IVXLC]{1,6})\b()", re.IGNORECASE),
 ]
+# What may stand before a heading: a law or document name ("刑法 第二十条", "《民法典》第一条",
+# "GDPR Article 17", "U.S. Constitution Article I"). A Chinese name is one run without spaces;
+# an English one is up to six capitalised words. In the text's first line the name must be
+# followed by a space, so prose ("本法第二十条规定的…") is not read as a heading.
+_NAME = r"《[^》\n]{1,40}》|[^\s第《》:：,，.。]{1,40}?|(?-i:(?:[A-Z][\w.'&-]*\s+){0,5}[A-Z][\w.'&-]*)"
+_OPENERS = {
+    source: [
+        (key, re.compile(rf"^\s*(?:(?P<name>{_NAME}){sep})??{pattern}", flags))
+        for key, pattern, flags in _HEADINGS
+    ]
+    for source, sep in (("title", r"\s*"), ("line", r"\s+"))
+}
+_PRC = "中华人民共和国"
+
+
+def law_name(raw: str) -> str:
+    """A law's short name, as the router compares it: "《中华人民共和国刑法》" → "刑法".
+
+    Brackets, the "中华人民共和国" prefix and a trailing parenthesis ("（2023修订）") go;
+    English names are kept as written.
+    """
+    name = raw.strip().strip("《》〈〉").strip()
+    name = re.sub(r"\s*[（(][^（）()]*[）)]$", "", name)
+    if name.startswith(_PRC) and len(name) > len(_PRC):
+        name = name[len(_PRC) :]
+    return name
 
 
 def heading_metadata(title: str | None, text: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """The structure fields found in the title (or first line) that the metadata does not have."""
+    """The structure fields found in the title (or first line) that the metadata does not have.
+
+    A heading counts at the start or after a law/document name, whose short name becomes
+    ``law`` (``law_name``) when the metadata has none.
+    """
     first_line = text.lstrip().split("\n", 1)[0][:200]
     found: dict[str, Any] = {}
-    for source in (title or "", first_line):
-        for key, pattern in _HEADINGS:
+    for source, openers in ((title or "", _OPENERS["title"]), (first_line, _OPENERS["line"])):
+        for key, pattern in openers:
             if key in metadata or key in found:
                 continue
             m = pattern.match(source)
-            if m:
-                raw = m.group(1)
-                found[key] = _value(key, raw)
+            if m is None:
+                continue
+            found[key] = _value(key, m.group(2), m.group(3))
+            if m.group("name") and "law" not in metadata and "law" not in found:
+                found["law"] = law_name(m.group("name"))
     return found
 
 
-def _value(key: str, raw: str) -> int | str:
+def _value(key: str, raw: str, sub: str | None = None) -> int | str:
+    if sub:  # 第一百三十三条之一: its own article, "133-1"
+        return f"{_value(key, raw)}-{_value(key, sub)}"
     if raw.isdigit():
         return int(raw)
     if raw[0] in CN_NUMERALS:
@@ -108,7 +146,7 @@ def _value(key: str, raw: str) -> int | str:
 _TAIL = r"(?=\s*$|\s*[.:–—\-)]|\s+[A-Z(\"“])"
 _LINE_HEADINGS: list[tuple[str, re.Pattern[str]]] = [
     ("chapter", re.compile(rf"^[#*\s]*第(\d+|[{CN_NUMERALS}]+)章", re.MULTILINE)),
-    ("article", re.compile(rf"^[#*\s]*第(\d+|[{CN_NUMERALS}]+)条", re.MULTILINE)),
+    ("article", re.compile(rf"^[#*\s]*{CN_ARTICLE}", re.MULTILINE)),
     ("chapter", re.compile(rf"^[#*\s]*(?i:Chapter)\s+(\d{{1,3}}|{ROMAN}){_TAIL}", re.MULTILINE)),
     ("article", re.compile(rf"^[#*\s]*(?i:Article|Art\.)\s+(\d{{1,4}}|{ROMAN}){_TAIL}", re.MULTILINE)),
     ("amendment", re.compile(rf"^[#*\s]*Amendment\s+(\d{{1,2}}|{ROMAN}){_TAIL}", re.MULTILINE)),
@@ -136,7 +174,8 @@ def _headings(text: str) -> list[tuple[int, str, int | str]]:
         for m in pattern.finditer(text):
             start = m.start() + len(m.group(0)) - len(m.group(0).lstrip("#* \t\n"))
             try:
-                found.setdefault(start, (start, key, _value(key, m.group(1))))
+                sub = m.group(2) if key == "article" and m.re.groups > 1 else None
+                found.setdefault(start, (start, key, _value(key, m.group(1), sub)))
             except (ValueError, KeyError):
                 continue
     return sorted(found.values())

@@ -23,7 +23,7 @@ from indexers.tiers.base import Tier
 from rag_router.errors import BackendUnavailable, InvalidRequest
 from rag_router.features import extract
 from rag_router.filters import filters_to_json
-from rag_router.fuse import Fused, rrf
+from rag_router.fuse import Fused, FusionName, fuse
 from rag_router.metrics import Metrics
 from rag_router.retrieve import Retrieved, retrieve
 from rag_router.route import Policy, Route, RouteName, plan
@@ -92,6 +92,8 @@ class Searcher:
         depth: int = 100,
         timeout_s: float = 5.0,
         weights: Mapping[str, float] | None = None,
+        fusion: FusionName = "rrf",
+        languages: frozenset[str] | None = None,
     ) -> None:
         self._embedder = embedder
         self._analyzer = analyzer
@@ -105,6 +107,8 @@ class Searcher:
         self._depth = depth
         self._timeout_s = timeout_s
         self._weights = dict(weights or {})
+        self._fusion: FusionName = fusion
+        self._languages = languages  # the embedder's; None: any
 
     def route(self, params: SearchParams) -> Route:
         today = self._today()
@@ -127,23 +131,26 @@ class Searcher:
 
         with _timer(timings, "features"):
             route = self.route(params)
-            terms = self._analyzer.query_terms(params.query) if "lexical" in params.legs else []
+            legs = params.legs
+            foreign, language_reason = self._language_weights(route)
+            terms = self._analyzer.query_terms(params.query) if "lexical" in legs else []
         with _timer(timings, "embed"):
-            vector = await self._embedder.embed_query(params.query) if "dense" in params.legs else None
+            vector = await self._embedder.embed_query(params.query) if "dense" in legs else None
         query = SearchQuery(
             text=params.query,
             terms=terms,
             vector=vector,
             filters=route.filters,
             k=params.depth or max(params.top_k, self._depth),
-            legs=params.legs,
+            legs=legs,
             payload=False,  # query, then fetch: only the fused top-k are hydrated
         )
         run = await self._retrieve(route, query, deadline)
         timings.update(run.retrieved.timings_ms)
         with _timer(timings, "fuse"):
-            weights = {**self._weights, **route.weights}
-            fused = rrf(run.retrieved.legs, k=self._rrf_k, weights=weights, limit=params.top_k)
+            weights = {**self._weights, **route.weights, **foreign}
+            fused = fuse(self._fusion, run.retrieved.legs, k=self._rrf_k, weights=weights, limit=params.top_k)
+        run.reasons.extend(r for r in (language_reason, self._fusion_reason(run.retrieved, weights)) if r)
         with _timer(timings, "fetch"):
             hits, failed = await self._hydrate(fused, deadline)
         run.retrieved.unavailable.extend(t for t in failed if t not in run.retrieved.unavailable)
@@ -169,6 +176,27 @@ class Searcher:
             run.retrieved.unavailable,
             params.request_id,
         )
+
+    def _language_weights(self, route: Route) -> tuple[dict[str, float], str]:
+        """Leg weights for a query the embedder cannot read: its dense ranking is noise, so it
+        gets the policy's ``foreign_dense_weight`` (0: it only fills in below every lexical
+        hit, which keeps a clause filter's documents findable when no word matches)."""
+        language = route.features.language if route.features else None
+        if self._languages is None or language is None or language in self._languages:
+            return {}, ""
+        weight = self._policy.foreign_dense_weight
+        covered = ", ".join(sorted(self._languages))
+        return {
+            "dense": weight
+        }, f"dense weight {weight:g}: the embedder reads {covered}, the query is {language}"
+
+    def _fusion_reason(self, retrieved: Retrieved, weights: Mapping[str, float]) -> str:
+        kinds = sorted({leg.rsplit(".", 1)[-1] for leg in retrieved.legs})
+        if len(kinds) < 2:
+            return ""
+        shown = ", ".join(f"{kind} {weights.get(kind, 1.0):g}" for kind in kinds)
+        method = f"rrf k={self._rrf_k}" if self._fusion == "rrf" else self._fusion
+        return f"fusion {method} ({shown})"
 
     async def _hydrate(self, fused: list[Fused], deadline: float) -> tuple[list[Hit], list[TierName]]:
         """The chunks of the fused hits, from the tier each ranked best in (one call per tier).
@@ -216,18 +244,19 @@ class Searcher:
             if _distinct(wider) >= enough:
                 reason = f"{_distinct(run.retrieved)} hits in {'+'.join(run.tiers)}: widened to hot and cold"
                 return _Run(wider, list(both), run.filters, [*run.reasons, reason])
-        secondary = [
-            k
-            for k in self._policy.relax_first
-            if k in query.filters.keywords and k not in route.relaxed.keywords
-        ]
-        if secondary and len(query.filters.keywords) > len(secondary):  # then drop sub-level clause filters
-            keywords = {k: v for k, v in query.filters.keywords.items() if k not in secondary}
+        dropped: list[str] = []  # then drop the lesser implied filters, one more at a time
+        for key in self._policy.relax_first:
+            implied = [k for k in query.filters.keywords if k not in route.relaxed.keywords]
+            if key not in implied or len(implied) <= len(dropped) + 1:
+                continue
+            dropped.append(key)
+            keywords = {k: v for k, v in query.filters.keywords.items() if k not in dropped}
             narrower = dataclasses.replace(query.filters, keywords=keywords)
-            partial = dataclasses.replace(query, filters=narrower)
-            found = await retrieve(self._tiers, both, partial, deadline=deadline)
+            found = await retrieve(
+                self._tiers, both, dataclasses.replace(query, filters=narrower), deadline=deadline
+            )
             if _distinct(found) >= enough:
-                reason = f"nothing matched with {', '.join(secondary)}: dropped {', '.join(secondary)}"
+                reason = f"nothing matched with {', '.join(dropped)}: dropped {', '.join(dropped)}"
                 return _Run(found, list(both), narrower, [*run.reasons, reason])
         relaxed = dataclasses.replace(query, filters=route.relaxed)
         retry = await retrieve(self._tiers, both, relaxed, deadline=deadline)

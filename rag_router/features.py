@@ -7,7 +7,10 @@ English and Chinese. Every feature keeps its character span in the query. Relati
                  prices ("$2019"), page numbers ("page 2019") or longer numbers
     date_range   "between 2019 and 2021", "2019–2021", "since 2020", "before 2018",
                  "2020年以来", "2019年至2021年", "last year", "去年", "近三年", "past 3 years"
-    clauses      "Article 17", "Art. 5(1)(c)", "§ 4", "Section 3.2", "第十二条", "第12条第3款"
+    clauses      "Article 17", "Art. 5(1)(c)", "§ 4", "Section 3.2", "第十二条", "第12条第3款",
+                 "第一百三十三条之一" (an inserted article: label "133-1")
+    laws         the law named right at a clause: "刑法第二十条", "《民法典》第一条",
+                 "GDPR Art. 6", "Article 17 of the GDPR"; with the short names it may be stored as
     identifiers  "Regulation (EU) 2016/679", "Directive 95/46/EC", "C-131/12", "42 U.S.C. § 1983"
     quoted       “…”, "…", 「…」, 『…』
     recency      "latest", "recent", "最新", "近期", ...
@@ -22,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from indexers.structure import CN_NUMERALS, ROMAN, chinese_number, roman_number
+from indexers.structure import CN_NUMERALS, ROMAN, chinese_number, law_name, roman_number
 
 Span = tuple[int, int]
 
@@ -37,15 +40,28 @@ class Clause:
     span: Span
     # "article" (Article, Art., 第N条), "section" (Section, Sec., §, Clause) or "amendment"
     kind: str = "article"
+    sub: int | None = None  # 第N条之M: the inserted article M after article N
 
     @property
     def label(self) -> str:
-        """The value a clause filter matches: "17" for Article 17, "3.2" for Section 3.2."""
-        return str(self.number) if self.kind != "section" else ".".join(map(str, self.path[: self.depth]))
+        """The value a clause filter matches: "17" for Article 17, "3.2" for Section 3.2, "133-1"
+        for 第一百三十三条之一 (as ``indexers.structure`` stores it)."""
+        if self.kind == "section":
+            return ".".join(map(str, self.path[: self.depth]))
+        return f"{self.number}-{self.sub}" if self.sub else str(self.number)
 
     @property
     def depth(self) -> int:
         return len(re.findall(r"\d+", self.text.split("(")[0])) or 1
+
+
+@dataclass(frozen=True, slots=True)
+class Law:
+    """A law named at a clause reference; ``names`` are the values a ``law`` filter may match."""
+
+    text: str
+    names: tuple[str, ...]
+    span: Span
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +78,7 @@ class QueryFeatures:
     year_spans: tuple[Span, ...] = ()
     date_range: DateRange | None = None
     clauses: tuple[Clause, ...] = ()
+    laws: tuple[Law, ...] = ()
     identifiers: tuple[tuple[str, Span], ...] = ()
     quoted: tuple[tuple[str, Span], ...] = ()
     recency: bool = False
@@ -84,8 +101,12 @@ class QueryFeatures:
                     "path": list(c.path),
                     "span": list(c.span),
                     "kind": c.kind,
+                    "sub": c.sub,
                 }
                 for c in self.clauses
+            ],
+            "laws": [
+                {"text": law.text, "names": list(law.names), "span": list(law.span)} for law in self.laws
             ],
             "identifiers": [text for text, _ in self.identifiers],
             "quoted": [text for text, _ in self.quoted],
@@ -173,7 +194,7 @@ _CLAUSES = re.compile(
     rf"|\b(?-i:Amendment)\s+(?P<am_n>\d{{1,2}}|{ROMAN})\b"
     rf"|\b(?P<am_ord>\d{{1,2}}(?:st|nd|rd|th)|{_ORDINAL})\s+(?-i:Amendment)\b"
     rf"|(?P<sec>§§?|\bSections?\b|\bSec\.|\bClauses?\b)\s*(?P<sec_n>\d{{1,4}}(?:\.\d{{1,3}})*)(?P<sec_sub>(?:{_SUB})*)"
-    rf"|第(?P<zh_n>{_CN})条(?:第(?P<zh_k>{_CN})款)?(?:第(?P<zh_x>{_CN})项)?",
+    rf"|第(?P<zh_n>{_CN})条(?:之(?P<zh_sub>{_CN}))?(?:第(?P<zh_k>{_CN})款)?(?:第(?P<zh_x>{_CN})项)?",
     re.IGNORECASE,
 )
 
@@ -209,6 +230,7 @@ def extract(query: str, *, today: dt.date, domains: dict[str, list[str]] | None 
         year_spans=tuple(s for _, s in years),
         date_range=date_range,
         clauses=tuple(clauses),
+        laws=tuple(_laws(query, clauses)),
         identifiers=tuple(identifiers),
         quoted=tuple(quoted),
         recency=recency_match is not None,
@@ -324,8 +346,59 @@ def _clauses(query: str, taken: list[Span]) -> list[Clause]:
             path = [int(p) for p in m.group("sec_n").split(".")] + _subdivisions(m.group("sec_sub"))
         else:
             path = [chinese_number(g) for g in (m.group("zh_n"), m.group("zh_k"), m.group("zh_x")) if g]
-        out.append(Clause(m.group(0).strip(), path[0], tuple(path), m.span(), kind))
+        sub = chinese_number(m.group("zh_sub")) if m.group("zh_sub") else None
+        out.append(Clause(m.group(0).strip(), path[0], tuple(path), m.span(), kind, sub))
     return out
+
+
+# A law named right before a Chinese clause (a bracketed title or the run of ideographs), or an
+# acronym of three or more capitals before or after an English one ("GDPR Art. 6", "Article 17
+# of the GDPR"). The unbracketed Chinese run may carry words before the name ("请问刑法"), so
+# every ending of it is a candidate; a law filter that matches nothing is relaxed like any other.
+_CN_LAW_BEFORE = re.compile(r"(?:《([^》]{1,40})》|((?:(?![第条款项章节])[\u3400-\u9fff]){2,40}))\s*$")
+_EN_LAW_BEFORE = re.compile(r"\b([A-Z]{3,8})\s*$")
+_EN_LAW_AFTER = re.compile(r"^\s*(?:,\s*)?(?:of\s+(?:the\s+)?)?([A-Z]{3,8})\b")
+_MAX_LAW_SUFFIX = 12
+
+
+def _laws(query: str, clauses: list[Clause]) -> list[Law]:
+    out: dict[str, Law] = {}
+    previous_end = 0
+    for clause in clauses:
+        start, end = clause.span
+        before = query[max(previous_end, start - 45) : start]  # never a piece of the clause before
+        previous_end = end
+        if clause.text.startswith("第"):
+            m = _CN_LAW_BEFORE.search(before)
+            if m is None:
+                continue
+            span = (
+                start - len(before) + m.start(),
+                start - len(before) + m.start() + len(m.group(0).rstrip()),
+            )
+            name = law_name(m.group(1) or m.group(2))
+            names = (
+                [name]
+                if m.group(1)
+                else [name[i:] for i in range(max(0, len(name) - _MAX_LAW_SUFFIX), len(name) - 1)]
+            )
+            values = tuple(dict.fromkeys(v for n in names for v in (n, f"中华人民共和国{n}")))
+            text = query[span[0] : span[1]]
+        else:
+            after = _EN_LAW_AFTER.match(query[end : end + 20])
+            m = _EN_LAW_BEFORE.search(before) or after
+            if m is None or _roman_like(m.group(1)):
+                continue
+            offset = start - len(before) if m is not after else end
+            span = (offset + m.start(1), offset + m.end(1))
+            text = m.group(1)
+            values = (text,)
+        out.setdefault(text, Law(text, values, span))
+    return list(out.values())
+
+
+def _roman_like(word: str) -> bool:
+    return set(word) <= set("IVXLC")
 
 
 def _amendment_number(raw: str) -> int:

@@ -7,14 +7,21 @@ score(d) = Σ_kinds w_kind / (k + rank_kind(d)), ranks from 1 (Cormack et al., 2
 weight 1 this is plain RRF. Hits are deduplicated by their key (the same chunk in two tiers is
 one hit) and keep the rank and raw score they had in each tier's leg that returned them.
 
+Beside RRF, two score-based fusions that Qdrant and Elasticsearch also offer: ``dbsf``
+(distribution-based score fusion: each leg's scores normalised by mean ± 3 standard deviations,
+as Qdrant's DBSF) and ``convex`` (min-max normalised scores, weighted sum: Elasticsearch's
+linear retriever). Both use the same leg weights.
+
 Fusion needs keys and scores only; the chunks of the few fused hits that are kept are fetched
 afterwards (``Fused.hit.ref`` → ``Tier.hydrate``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import statistics
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from indexers.documents import Hit, LegHit, LegScore, StoredChunk, TierName
 
@@ -62,6 +69,9 @@ def merge_tiers(legs: Mapping[str, Sequence[LegHit]]) -> dict[str, list[tuple[st
     return merged
 
 
+FusionName = Literal["rrf", "dbsf", "convex"]
+
+
 def rrf(
     legs: Mapping[str, Sequence[LegHit]],
     *,
@@ -74,13 +84,75 @@ def rrf(
     Hot path (2 × 100 candidates a request): scores accumulate in plain dicts, and result
     objects and per-leg ranks are built for the ``limit`` kept hits only.
     """
+    return _fuse(
+        legs, lambda ranked: [1.0 / (k + rank) for rank in range(1, len(ranked) + 1)], weights, limit
+    )
+
+
+def dbsf(
+    legs: Mapping[str, Sequence[LegHit]],
+    *,
+    weights: Mapping[str, float] | None = None,
+    limit: int | None = None,
+) -> list[Fused]:
+    """Distribution-based score fusion: a leg's scores mapped from [μ - 3σ, μ + 3σ] to [0, 1]."""
+
+    def normalise(ranked: list[tuple[str, LegHit]]) -> list[float]:
+        scores = [h.score for _, h in ranked]
+        if len(scores) < 2:
+            return [1.0] * len(scores)
+        mean, sd = statistics.fmean(scores), statistics.pstdev(scores)
+        lo, hi = mean - 3 * sd, mean + 3 * sd
+        return [min(max((x - lo) / (hi - lo), 0.0), 1.0) if hi > lo else 1.0 for x in scores]
+
+    return _fuse(legs, normalise, weights, limit)
+
+
+def convex(
+    legs: Mapping[str, Sequence[LegHit]],
+    *,
+    weights: Mapping[str, float] | None = None,
+    limit: int | None = None,
+) -> list[Fused]:
+    """Convex combination: each leg's scores min-max normalised to [0, 1], then weighted and summed."""
+
+    def normalise(ranked: list[tuple[str, LegHit]]) -> list[float]:
+        scores = [h.score for _, h in ranked]
+        if not scores:
+            return []
+        lo, hi = min(scores), max(scores)
+        return [(x - lo) / (hi - lo) if hi > lo else 1.0 for x in scores]
+
+    return _fuse(legs, normalise, weights, limit)
+
+
+def fuse(
+    method: FusionName,
+    legs: Mapping[str, Sequence[LegHit]],
+    *,
+    k: int = 60,
+    weights: Mapping[str, float] | None = None,
+    limit: int | None = None,
+) -> list[Fused]:
+    if method == "rrf":
+        return rrf(legs, k=k, weights=weights, limit=limit)
+    return (dbsf if method == "dbsf" else convex)(legs, weights=weights, limit=limit)
+
+
+def _fuse(
+    legs: Mapping[str, Sequence[LegHit]],
+    contribution: Callable[[list[tuple[str, LegHit]]], list[float]],
+    weights: Mapping[str, float] | None,
+    limit: int | None,
+) -> list[Fused]:
+    """Σ over leg kinds of weight × contribution; ``contribution`` scores one merged ranking."""
     score: dict[int, float] = {}
     best: dict[int, tuple[int, str, LegHit]] = {}  # key → (best merged rank, its leg, its hit)
     for kind, ranked in merge_tiers(legs).items():
         weight = (weights or {}).get(kind, 1.0)
-        for rank, (name, hit) in enumerate(ranked, 1):
+        for rank, ((name, hit), value) in enumerate(zip(ranked, contribution(ranked), strict=True), 1):
             key = hit.key
-            score[key] = score.get(key, 0.0) + weight / (k + rank)
+            score[key] = score.get(key, 0.0) + weight * value
             if key not in best or rank < best[key][0]:
                 best[key] = (rank, name, hit)
     order = sorted(score, key=lambda key: (-score[key], best[key][0], key))[:limit]

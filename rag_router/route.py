@@ -5,6 +5,7 @@ The policy (weights, the cascade threshold, the clause field) is data: prompts/r
     recency words                 → hot only
     a date range or years         → a date/year filter; tiers by where the range meets the hot window
     a clause ("Article 17")       → a filter on the clause field + more weight on the lexical leg
+    a law named at the clause     → a filter on ``law`` too ("刑法第二十条": law 刑法, article 20)
     identifiers, quoted phrases   → more weight on the lexical leg; both tiers
     nothing of the above          → cascade: hot first, cold only when hot's best match is weak
 
@@ -38,8 +39,10 @@ class Policy:
     clause_fields: Mapping[str, str] = field(
         default_factory=lambda: {"article": "article", "section": "section", "amendment": "amendment"}
     )
+    law_field: str = "law"
+    foreign_dense_weight: float = 0.0
     min_hits_with_implied_filters: int = 1
-    relax_first: tuple[str, ...] = ("section",)
+    relax_first: tuple[str, ...] = ("section", "law")
 
     @classmethod
     def load(cls, path: Path = PROMPTS / "routing.yaml") -> Policy:
@@ -82,19 +85,28 @@ def plan(
     hot_window_days: int,
 ) -> Route:
     """The route for one query. ``explicit`` are the request's own filters (never dropped)."""
-    if requested != "auto" or features is None:
+    if requested != "auto" or features is None:  # tiers as asked, no implied filters
+        reasons = [f"route {requested!r} requested"]
+        weights = _weights(features, policy, reasons) if features else policy.weights_for("default")
         return Route(
             _FIXED.get(requested, ("hot", "cold")),
             explicit,
             explicit,
-            policy.weights_for("default"),
-            (f"route {requested!r} requested",),
+            weights,
+            tuple(reasons),
             features=features,
         )
     reasons = list(f"note: {n}" for n in features.notes)
     filters = _implied_time(features, explicit, reasons)
     filters = _implied_clause(features, filters, policy, reasons)
-    weights = policy.weights_for("default")
+    weights = _weights(features, policy, reasons)
+    tiers, cascade = _tiers(features, filters, today, hot_window_days, reasons)
+    return Route(tiers, filters, explicit, weights, tuple(reasons), cascade, features)
+
+
+def _weights(features: QueryFeatures, policy: Policy, reasons: list[str]) -> dict[str, float]:
+    """Leg weights from what the query is, whichever tiers it searches: a clause, an identifier
+    or a quoted phrase asks for lexical precision."""
     for kind, present in (
         ("clause", features.clauses),
         ("identifier", features.identifiers),
@@ -103,9 +115,8 @@ def plan(
         if present:
             weights = policy.weights_for(kind)
             reasons.append(f"{kind} → lexical weight {weights.get('lexical', 1.0):g}")
-            break
-    tiers, cascade = _tiers(features, filters, today, hot_window_days, reasons)
-    return Route(tiers, filters, explicit, weights, tuple(reasons), cascade, features)
+            return weights
+    return policy.weights_for("default")
 
 
 def _implied_time(features: QueryFeatures, explicit: Filters, reasons: list[str]) -> Filters:
@@ -138,6 +149,13 @@ def _implied_clause(features: QueryFeatures, filters: Filters, policy: Policy, r
         values = tuple(dict.fromkeys(c.label for c in features.clauses if c.kind == kind))
         reasons.append(f"clause reference → {name} in {list(values)}")
         keywords[name] = values
+    if features.laws and keywords != filters.keywords:  # the law belongs to an implied clause
+        name = policy.law_field
+        if name in filters.keywords:
+            reasons.append(f"explicit {name} filter wins over the law named in the query")
+        else:
+            keywords[name] = tuple(dict.fromkeys(v for law in features.laws for v in law.names))
+            reasons.append(f"law named → {name} {' / '.join(law.text for law in features.laws)}")
     return dataclasses.replace(filters, keywords=keywords) if keywords != filters.keywords else filters
 
 

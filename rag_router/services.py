@@ -12,10 +12,17 @@ from pydantic import SecretStr
 
 from indexers.chunk import Chunker
 from indexers.documents import TierName
-from indexers.embed import AsyncEmbedder, Embedder, SentenceTransformerEmbedder, resolve_device
+from indexers.embed import (
+    AsyncEmbedder,
+    Embedder,
+    SentenceTransformerEmbedder,
+    model_languages,
+    resolve_device,
+)
 from indexers.embed_cache import EmbeddingCache
 from indexers.jobs import JobLedger, JobRunner
 from indexers.lexical import Analyzer
+from indexers.manifest import IndexManifest, check_manifest
 from indexers.pipeline import Pipeline
 from indexers.tiers.base import Tier, TierUnavailable
 from indexers.tiers.local_cold import LocalColdTier
@@ -158,6 +165,7 @@ def _cold_tier(settings: Settings, dim: int, analyzer: Analyzer) -> Tier:
 async def build_services(settings: Settings, embedder: Embedder | None = None) -> Services:
     """Everything the service needs, with the tiers opened (and caught up after a crash)."""
     embedder = embedder or build_embedder(settings)
+    check_manifest(settings.data_dir, IndexManifest(embedder.model_name, embedder.dim))
     analyzer = Analyzer()
     tiers = build_tiers(settings, embedder.dim, analyzer)
     for name, tier in tiers.items():
@@ -216,6 +224,8 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         depth=r.depth,
         timeout_s=r.timeout_s,
         weights={"dense": r.dense_weight, "lexical": r.lexical_weight},
+        fusion=r.fusion,
+        languages=model_languages(settings.embedding.model, settings.embedding.languages),
     )
     jobs = JobRunner(JobLedger(settings.data_dir / "jobs.sqlite"), pipeline, on_batch=metrics.count_ingest)
     answerer = Answerer(

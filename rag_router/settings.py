@@ -63,6 +63,11 @@ class EmbeddingSettings(BaseModel):
         ),
         description="exported ONNX models (once per machine)",
     )
+    languages: list[str] | None = Field(
+        None,
+        description="languages the model understands (en, zh, …; * for any); unset: known for the "
+        "packaged MiniLM (en), any for other models. A query in another language skips the dense leg",
+    )
     backend: Literal["auto", "torch", "onnx", "onnx-int8"] = Field(
         "auto", description="auto: torch on CUDA, ONNX Runtime fp32 on CPU (same vectors, faster)"
     )
@@ -108,6 +113,9 @@ class RetrievalSettings(BaseModel):
     rrf_k: int = Field(60, ge=1, description="the k of reciprocal rank fusion")
     depth: int = Field(100, ge=1, le=1000, description="candidates each leg contributes to fusion")
     timeout_s: float = Field(5.0, gt=0, description="deadline of one search request")
+    fusion: Literal["rrf", "dbsf", "convex"] = Field(
+        "rrf", description="rrf: reciprocal ranks; dbsf: scores by mean ± 3σ (Qdrant); convex: min-max scores"
+    )
     dense_weight: float = Field(1.0, ge=0)
     lexical_weight: float = Field(1.0, ge=0)
 

@@ -200,13 +200,14 @@ def test_a_clause_reference_routes_to_that_article(client: TestClient) -> None:
         "years",
         "date_range",
         "clauses",
+        "laws",
         "identifiers",
         "quoted",
         "recency",
         "domain",
     }
     assert features["clauses"] == [
-        {"text": "Article 4", "number": 4, "path": [4], "span": [10, 19], "kind": "article"}
+        {"text": "Article 4", "number": 4, "path": [4], "span": [10, 19], "kind": "article", "sub": None}
     ]
     assert r["route"]["filters"] == {"article": ["4"]}
     assert [h["doc_id"] for h in r["hits"]] == ["udhr-art-4"]
@@ -268,6 +269,25 @@ def test_a_sub_level_that_matches_nothing_is_dropped_before_the_article(client: 
     r = client.post("/v1/search", json={"query": "Article 4, Section 2", "top_k": 2}).json()
     assert "dropped section" in r["route"]["reason"]
     assert r["route"]["filters"] == {"article": ["4"]} and [h["doc_id"] for h in r["hits"]] == ["udhr-art-4"]
+
+
+def test_the_law_named_at_a_clause_filters_and_is_dropped_before_the_article(client: TestClient) -> None:
+    r = client.post("/v1/search", json={"query": "What does Article 4 of the UDHR say?", "top_k": 2}).json()
+    assert r["route"]["features"]["laws"] == [{"text": "UDHR", "names": ["UDHR"], "span": [27, 31]}]
+    assert r["route"]["filters"] == {"article": ["4"], "law": ["UDHR"]}
+    assert [h["doc_id"] for h in r["hits"]] == ["udhr-art-4"] and "dropped" not in r["route"]["reason"]
+    # the sample holds no ECHR: the law goes first, the article stays
+    r = client.post("/v1/search", json={"query": "ECHR Article 4 slavery", "top_k": 2}).json()
+    assert "dropped law" in r["route"]["reason"]
+    assert r["route"]["filters"] == {"article": ["4"]} and [h["doc_id"] for h in r["hits"]] == ["udhr-art-4"]
+
+
+def test_a_chinese_clause_query_finds_its_english_article(client: TestClient) -> None:
+    """No word of "第二十六条说了什么" is in the English text, and the packaged embedder reads English
+    only: its dense leg, at weight 0, still lists what the article filter lets through."""
+    r = client.post("/v1/search", json={"query": "第二十六条说了什么？", "top_k": 3}).json()
+    assert r["route"]["filters"] == {"article": ["26"]} and "dense weight 0" in r["route"]["reason"]
+    assert [h["doc_id"] for h in r["hits"]] == ["udhr-art-26"]
 
 
 def test_query_then_fetch_hydrates_only_the_kept_hits_and_drops_deleted_ones(client: TestClient) -> None:

@@ -187,3 +187,33 @@ def test_no_query_makes_extraction_or_routing_fail() -> None:
         features = extract(query, today=TODAY)
         plan(features, "auto", parse_filters(None), policy=policy, today=TODAY, hot_window_days=365)
         features.to_json()
+
+
+@pytest.mark.parametrize(
+    ("query", "labels", "laws"),
+    [
+        ("刑法第二十条规定了什么", ["20"], [("刑法", "刑法")]),
+        ("中华人民共和国刑法 第202条 危害税收征管罪", ["202"], [("中华人民共和国刑法", "刑法")]),
+        ("侵犯公民人身权利罪 《刑法》第二百四十八条", ["248"], [("《刑法》", "刑法")]),
+        ("刑法第133条之一第一款第二项 醉酒驾驶", ["133-1"], [("刑法", "刑法")]),
+        ("第一百三十三条之一和第一百三十三条", ["133-1", "133"], []),
+        ("宪法第三十五条", ["35"], [("宪法", "宪法")]),
+        ("What does Article 17 GDPR say?", ["17"], [("GDPR", "GDPR")]),
+        ("Article 17 of the GDPR", ["17"], [("GDPR", "GDPR")]),
+        ("Under Article 33, how fast", ["33"], []),
+        ("What does Article IV say?", ["4"], []),
+    ],
+)
+def test_inserted_articles_and_the_law_named_at_a_clause(
+    query: str, labels: list[str], laws: list[tuple[str, str]]
+) -> None:
+    f = extract(query, today=TODAY)
+    assert [c.label for c in f.clauses] == labels
+    assert [(law.text, law.names[0]) for law in f.laws] == laws
+    for law in f.laws:
+        assert query[law.span[0] : law.span[1]] == law.text
+
+
+def test_a_law_after_words_offers_each_ending_of_the_run() -> None:
+    [law] = extract("请问刑法第二十条", today=TODAY).laws
+    assert "刑法" in law.names and "中华人民共和国刑法" in law.names and "请问刑法" in law.names

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from indexers.documents import LegHit, StoredChunk, chunk_key
-from rag_router.fuse import Fused, rrf
+from rag_router.fuse import Fused, convex, fuse, rrf
 
 
 def hit(cid: str, score: float = 1.0) -> LegHit:
@@ -62,3 +62,21 @@ def test_the_same_chunk_in_two_tiers_is_one_hit_hydrated_from_where_it_ranked_be
     (top,) = fused
     assert top.key == chunk_key("t", "a#0") and top.tier == "cold" and top.hit.ref == 17
     assert set(top.legs) == {"hot.dense", "cold.dense"}  # ranks kept for the kept hit only
+
+
+def test_score_fusions_normalise_each_leg_before_weighting() -> None:
+    """dbsf and convex read scores, not ranks: a leg's clear winner outweighs a close race."""
+    legs = {
+        "hot.dense": [hit("a", 0.90), hit("b", 0.89), hit("c", 0.10)],
+        "hot.lexical": [hit("b", 30.0), hit("a", 2.0), hit("c", 1.0)],
+    }
+    for method in ("dbsf", "convex"):
+        fused = fuse(method, legs)  # type: ignore[arg-type]
+        assert ids(fused) == ["b", "a", "c"], method
+        assert all(0.0 <= f.score <= 2.0 for f in fused)
+    # convex: min-max per leg, so a leg's best is 1 and its worst 0
+    scores = {str(f.hit.ref): f.score for f in convex(legs)}
+    assert scores == pytest.approx({"b": 0.79 / 0.80 + 1.0, "a": 1.0 + 1.0 / 29.0, "c": 0.0})
+    assert fuse("rrf", legs, k=60)[0].score == rrf(legs, k=60)[0].score
+    weighted = convex(legs, weights={"dense": 1.0, "lexical": 0.0})
+    assert ids(weighted)[0] == "a"  # with the lexical leg weighted out, dense decides
