@@ -176,6 +176,8 @@ class PassEmbedder:
     """
 
     _dim: int
+    _query_prefix: str = ""  # e5-style models: "query: " / "passage: " (set_prefixes)
+    _passage_prefix: str = ""
     _counter: Any  # a tokenizer for counting: no truncation (see ``untruncated``)
     _tokenizer: Any
     _max_len: int
@@ -192,7 +194,26 @@ class PassEmbedder:
             return []
         return count_tokens(self._counter, texts)
 
+    def set_prefixes(self, *, query: str = "", passage: str = "") -> None:
+        """Text put before every query / passage, for models trained with them (e5: "query: ",
+        "passage: "). They change the vectors, so they are part of ``prefixes``."""
+        self._query_prefix, self._passage_prefix = query, passage
+
+    @property
+    def prefixes(self) -> str:
+        """ "" or " (query: …, passage: …)": what ``model_name`` adds when prefixes are set."""
+        if not (self._query_prefix or self._passage_prefix):
+            return ""
+        return f" (query: {self._query_prefix!r}, passage: {self._passage_prefix!r})"
+
     def embed(self, texts: Sequence[str]) -> Vector:
+        """Passages."""
+        return self._embed([self._passage_prefix + t for t in texts] if self._passage_prefix else texts)
+
+    def embed_queries(self, texts: Sequence[str]) -> Vector:
+        return self._embed([self._query_prefix + t for t in texts] if self._query_prefix else texts)
+
+    def _embed(self, texts: Sequence[str]) -> Vector:
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
         if not texts:
             return out
@@ -252,7 +273,7 @@ class SentenceTransformerEmbedder(PassEmbedder):
 
     @property
     def model_name(self) -> str:
-        return self._name
+        return self._name + self.prefixes
 
     def _forward(self, rows: list[list[int]]) -> Vector:
         import torch

@@ -159,7 +159,7 @@ class OnnxEmbedder(PassEmbedder):
 
     @property
     def model_name(self) -> str:
-        return f"{self._name}@{self.backend}"
+        return f"{self._name}@{self.backend}{self.prefixes}"
 
     def _forward(self, rows: list[list[int]]) -> Vector:
         feeds = pad(rows, self._pad_id)

@@ -30,6 +30,15 @@ class IndexManifest:
     dim: int
     analyzer: str = ANALYZER_VERSION
 
+    @classmethod
+    def of(cls, model_name: str, dim: int) -> IndexManifest:
+        """ONNX fp32 gives the vectors torch gives (measured, docs/benchmarks.md), so "@onnx" is
+        one model with the torch one: an index built on a GPU can be served on a CPU."""
+        base, _, rest = model_name.partition("@onnx")
+        if rest == "" or rest.startswith(" "):
+            model_name = base + rest
+        return cls(model_name, dim)
+
 
 def check_manifest(data_dir: Path, current: IndexManifest) -> None:
     """Write the manifest on first use; raise ``IndexMismatch`` when the index was written otherwise."""

