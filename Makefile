@@ -38,6 +38,9 @@ eval: install
 	RAG_LOG_LEVEL=WARNING $(BIN)/rag-router eval $(DATA)/scifact --route both --tier hot
 	RAG_LOG_LEVEL=WARNING $(BIN)/rag-router eval $(DATA)/scifact --route both --tier cold
 	RAG_LOG_LEVEL=WARNING $(BIN)/rag-router eval $(DATA)/cranfield --route both --tier cold
+	RAG_LOG_LEVEL=WARNING $(BIN)/rag-router eval $(DATA)/gdpr --route auto
+	RAG_LOG_LEVEL=WARNING $(BIN)/rag-router eval $(DATA)/us-constitution --route auto
+	RAG_LOG_LEVEL=WARNING $(BIN)/rag-router eval $(DATA)/cn-criminal-law --route auto
 
 # Search latency of the server while it ingests and seals a hot shard (docs/benchmarks.md).
 bench: install

@@ -270,6 +270,8 @@ def evaluate(
     table = Table(title=f"{dataset_dir.name} · route {route} · legs {legs}")
     for key in SUMMARY_KEYS:
         table.add_row(key, f"{report[key]:.4f}" if isinstance(report[key], float) else str(report[key]))
+    for kind, scores in report["by_kind"].items():  # query kinds of the set (clause, topic, …)
+        table.add_row(f"{kind}: success@1 / nDCG@10", f"{scores['success@1']:.4f} / {scores['ndcg@10']:.4f}")
     Console().print(table)
 
 

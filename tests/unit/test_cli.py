@@ -66,6 +66,10 @@ def test_eval_json_on_a_beir_folder(env: Path) -> None:
         assert key in report
     assert report["queries"] == 2 and report["success@1"] == 1.0 and report["cold_share"] == 1.0
     assert set(report["by_kind"]) == {"topic", "clause"} and report["by_kind"]["clause"]["queries"] == 1
+    table = runner.invoke(app, ["eval", str(ds), "--tier", "cold"])
+    assert table.exit_code == 0 and re.search(
+        r"clause: success@1 / nDCG@10\s+│ 1\.0000 / 1\.0000", table.output
+    )
 
 
 def test_retier_moves_what_aged_out(env: Path) -> None:
