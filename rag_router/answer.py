@@ -92,7 +92,7 @@ class Searcher:
         depth: int = 100,
         timeout_s: float = 5.0,
         weights: Mapping[str, float] | None = None,
-        fusion: FusionName = "rrf",
+        fusion: FusionName = "dbsf",
         languages: frozenset[str] | None = None,
     ) -> None:
         self._embedder = embedder
@@ -131,18 +131,17 @@ class Searcher:
 
         with _timer(timings, "features"):
             route = self.route(params)
-            legs = params.legs
             foreign, language_reason = self._language_weights(route)
-            terms = self._analyzer.query_terms(params.query) if "lexical" in legs else []
+            terms = self._analyzer.query_terms(params.query) if "lexical" in params.legs else []
         with _timer(timings, "embed"):
-            vector = await self._embedder.embed_query(params.query) if "dense" in legs else None
+            vector = await self._embedder.embed_query(params.query) if "dense" in params.legs else None
         query = SearchQuery(
             text=params.query,
             terms=terms,
             vector=vector,
             filters=route.filters,
             k=params.depth or max(params.top_k, self._depth),
-            legs=legs,
+            legs=params.legs,
             payload=False,  # query, then fetch: only the fused top-k are hydrated
         )
         run = await self._retrieve(route, query, deadline)
@@ -185,10 +184,10 @@ class Searcher:
         if self._languages is None or language is None or language in self._languages:
             return {}, ""
         weight = self._policy.foreign_dense_weight
-        covered = ", ".join(sorted(self._languages))
+        reads = ", ".join(sorted(self._languages))
         return {
             "dense": weight
-        }, f"dense weight {weight:g}: the embedder reads {covered}, the query is {language}"
+        }, f"dense weight {weight:g}: the embedder reads {reads}, the query is {language}"
 
     def _fusion_reason(self, retrieved: Retrieved, weights: Mapping[str, float]) -> str:
         kinds = sorted({leg.rsplit(".", 1)[-1] for leg in retrieved.legs})
@@ -244,9 +243,9 @@ class Searcher:
             if _distinct(wider) >= enough:
                 reason = f"{_distinct(run.retrieved)} hits in {'+'.join(run.tiers)}: widened to hot and cold"
                 return _Run(wider, list(both), run.filters, [*run.reasons, reason])
+        implied = [k for k in query.filters.keywords if k not in route.relaxed.keywords]
         dropped: list[str] = []  # then drop the lesser implied filters, one more at a time
         for key in self._policy.relax_first:
-            implied = [k for k in query.filters.keywords if k not in route.relaxed.keywords]
             if key not in implied or len(implied) <= len(dropped) + 1:
                 continue
             dropped.append(key)

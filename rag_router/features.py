@@ -366,16 +366,15 @@ def _laws(query: str, clauses: list[Clause]) -> list[Law]:
     previous_end = 0
     for clause in clauses:
         start, end = clause.span
-        before = query[max(previous_end, start - 45) : start]  # never a piece of the clause before
+        base = max(previous_end, start - 45)  # never a piece of the clause before
+        before = query[base:start]
         previous_end = end
         if clause.text.startswith("第"):
             m = _CN_LAW_BEFORE.search(before)
             if m is None:
                 continue
-            span = (
-                start - len(before) + m.start(),
-                start - len(before) + m.start() + len(m.group(0).rstrip()),
-            )
+            text = m.group(0).rstrip()
+            span = (base + m.start(), base + m.start() + len(text))
             name = law_name(m.group(1) or m.group(2))
             names = (
                 [name]
@@ -383,13 +382,12 @@ def _laws(query: str, clauses: list[Clause]) -> list[Law]:
                 else [name[i:] for i in range(max(0, len(name) - _MAX_LAW_SUFFIX), len(name) - 1)]
             )
             values = tuple(dict.fromkeys(v for n in names for v in (n, f"中华人民共和国{n}")))
-            text = query[span[0] : span[1]]
         else:
             after = _EN_LAW_AFTER.match(query[end : end + 20])
             m = _EN_LAW_BEFORE.search(before) or after
             if m is None or _roman_like(m.group(1)):
                 continue
-            offset = start - len(before) if m is not after else end
+            offset = base if m is not after else end
             span = (offset + m.start(1), offset + m.end(1))
             text = m.group(1)
             values = (text,)
