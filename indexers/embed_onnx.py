@@ -46,6 +46,15 @@ def export(model_dir: Path, dest: Path) -> None:
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(str(model_dir), device="cpu")
+    pooling: Any = model[1] if len(model) > 1 else None
+    mode = getattr(pooling, "pooling_mode", None)  # sentence-transformers ≥ 6; older: a method
+    if mode is None and hasattr(pooling, "get_pooling_mode_str"):
+        mode = pooling.get_pooling_mode_str()
+    if mode != "mean":  # the ONNX path pools by mean (``_forward``): refuse rather than mis-embed
+        raise ValueError(
+            f"{model_dir} pools by {mode or 'no pooling module'}, the ONNX backend by mean: "
+            "set RAG_EMBEDDING__BACKEND=torch for this model"
+        )
     bert = cast(torch.nn.Module, model[0].auto_model)
     bert.eval()
 

@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -226,3 +227,19 @@ async def test_model_and_engine_threads_run_below_the_event_loop() -> None:
     assert seen == [loop_nice + 3]
     assert engine_nice == loop_nice + 2
     assert _own_nice() == loop_nice  # the caller's own priority is untouched
+
+
+def test_onnx_refuses_a_model_that_does_not_pool_by_mean(tmp_path: Path) -> None:
+    """bge-m3 and friends pool by CLS; the ONNX path pools by mean, so it must say so, not mis-embed."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer import modules as models
+
+    from indexers.embed import packaged_model_path
+    from indexers.embed_onnx import export
+
+    transformer = models.Transformer(str(packaged_model_path()))
+    cls = models.Pooling(transformer.get_embedding_dimension(), pooling_mode="cls")
+    SentenceTransformer(modules=[transformer, cls], device="cpu").save(str(tmp_path / "cls-model"))
+    with pytest.raises(ValueError, match="RAG_EMBEDDING__BACKEND=torch"):
+        export(tmp_path / "cls-model", tmp_path / "out" / "model.onnx")
+    assert not (tmp_path / "out" / "model.onnx").exists()
