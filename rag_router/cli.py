@@ -21,6 +21,7 @@ from rich.table import Table
 
 from indexers.documents import LEGS, Document, Leg
 from indexers.load import FieldMap, LoadOptions, load_paths
+from indexers.manifest import IndexMismatch
 from indexers.pipeline import IngestReport, Placement
 from indexers.retier import RetierReport
 from indexers.retier import retier as run_retier
@@ -43,7 +44,11 @@ def _setup_logging(settings: Settings) -> None:
 
 @asynccontextmanager
 async def _services(settings: Settings) -> AsyncIterator[Services]:
-    services = await build_services(settings)
+    try:
+        services = await build_services(settings)
+    except IndexMismatch as exc:  # a setting to change, not a bug: one line, no traceback
+        Console(stderr=True).print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
     try:
         yield services
     finally:

@@ -82,3 +82,12 @@ def test_retier_moves_what_aged_out(env: Path) -> None:
     assert again.exit_code == 0 and "0 documents past the hot window" in again.output
     hit = runner.invoke(app, ["query", "freedom of peaceful assembly", "--json", "--top-k", "1"])
     assert json.loads(hit.stdout[hit.stdout.index("{") :])["hits"][0]["tier"] == "cold"
+
+
+def test_another_embedder_on_an_index_is_one_clear_line(env: Path) -> None:
+    assert runner.invoke(app, ["ingest", str(SAMPLE / "rag-router-notes.jsonl")]).exit_code == 0
+    manifest = env / "data" / "index.json"
+    manifest.write_text(manifest.read_text().replace("all-MiniLM-L6-v2", "some-other-model"))
+    result = runner.invoke(app, ["query", "hot and cold tiers"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "RAG_EMBEDDING__MODEL=some-other-model" in result.output
