@@ -95,15 +95,16 @@ def dbsf(
     weights: Mapping[str, float] | None = None,
     limit: int | None = None,
 ) -> list[Fused]:
-    """Distribution-based score fusion: a leg's scores mapped from [μ - 3σ, μ + 3σ] to [0, 1]."""
+    """Distribution-based score fusion: a leg's scores mapped linearly so that [μ - 3σ, μ + 3σ]
+    becomes [0, 1] (σ of the sample, as qdrant-client computes it). Not clipped: clipping would
+    tie a leg's few outliers at 1 and lose the order between them."""
 
     def normalise(ranked: list[tuple[str, LegHit]]) -> list[float]:
         scores = [h.score for _, h in ranked]
         if len(scores) < 2:
             return [1.0] * len(scores)
-        mean, sd = statistics.fmean(scores), statistics.pstdev(scores)
-        lo, hi = mean - 3 * sd, mean + 3 * sd
-        return [min(max((x - lo) / (hi - lo), 0.0), 1.0) if hi > lo else 1.0 for x in scores]
+        mean, sd = statistics.fmean(scores), statistics.stdev(scores)
+        return [(x - mean + 3 * sd) / (6 * sd) if sd > 0 else 1.0 for x in scores]
 
     return _fuse(legs, normalise, weights, limit)
 
@@ -145,17 +146,27 @@ def _fuse(
     weights: Mapping[str, float] | None,
     limit: int | None,
 ) -> list[Fused]:
-    """Σ over leg kinds of weight × contribution; ``contribution`` scores one merged ranking."""
+    """Σ over leg kinds of weight × contribution; ``contribution`` scores one merged ranking.
+
+    Ties are broken by the best rank a hit has in a weighted leg. A leg of weight 0 only fills
+    in: its hits score 0, after every hit of a weighted leg, in its own order.
+    """
     score: dict[int, float] = {}
     best: dict[int, tuple[int, str, LegHit]] = {}  # key → (best merged rank, its leg, its hit)
-    for kind, ranked in merge_tiers(legs).items():
+    weighted: set[int] = set()  # hits of a leg with a weight: all of them rank before the fill
+    merged = merge_tiers(legs)
+    by_weight = sorted(merged, key=lambda kind: (weights or {}).get(kind, 1.0) == 0)  # weighted first
+    for kind in by_weight:
+        ranked = merged[kind]
         weight = (weights or {}).get(kind, 1.0)
         for rank, ((name, hit), value) in enumerate(zip(ranked, contribution(ranked), strict=True), 1):
             key = hit.key
             score[key] = score.get(key, 0.0) + weight * value
-            if key not in best or rank < best[key][0]:
+            if key not in best or (weight and rank < best[key][0]):
                 best[key] = (rank, name, hit)
-    order = sorted(score, key=lambda key: (-score[key], best[key][0], key))[:limit]
+            if weight:
+                weighted.add(key)
+    order = sorted(score, key=lambda key: (key not in weighted, -score[key], best[key][0], key))[:limit]
     fused = {
         key: Fused(key, score[key], leg_tier(best[key][1]), {}, best[key][2], best[key][0]) for key in order
     }

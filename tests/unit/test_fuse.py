@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from indexers.documents import LegHit, StoredChunk, chunk_key
-from rag_router.fuse import Fused, convex, fuse, rrf
+from rag_router.fuse import Fused, convex, dbsf, fuse, rrf
 
 
 def hit(cid: str, score: float = 1.0) -> LegHit:
@@ -80,3 +80,21 @@ def test_score_fusions_normalise_each_leg_before_weighting() -> None:
     assert fuse("rrf", legs, k=60)[0].score == rrf(legs, k=60)[0].score
     weighted = convex(legs, weights={"dense": 1.0, "lexical": 0.0})
     assert ids(weighted)[0] == "a"  # with the lexical leg weighted out, dense decides
+
+
+@pytest.mark.parametrize("method", ["rrf", "dbsf", "convex"])
+def test_a_leg_of_weight_zero_only_fills_in_after_the_weighted_ones(method: str) -> None:
+    """An embedder that cannot read the query: its ranking must not reorder the lexical one."""
+    legs = {
+        "cold.lexical": [hit("a", 9.0), hit("b", 8.9), hit("c", 8.8), hit("d", 0.1)],
+        "cold.dense": [hit("d", 0.9), hit("x", 0.8), hit("c", 0.7), hit("y", 0.6)],
+    }
+    fused = fuse(method, legs, weights={"dense": 0.0, "lexical": 1.0})  # type: ignore[arg-type]
+    assert ids(fused) == ["a", "b", "c", "d", "x", "y"]
+
+
+def test_dbsf_keeps_the_order_of_outliers() -> None:
+    """Scores past μ + 3σ are not clipped to one value: the leg's own order survives."""
+    scores = [100.0, 90.0] + [1.0] * 40
+    fused = dbsf({"hot.lexical": [hit(f"d{i}", s) for i, s in enumerate(scores)]})
+    assert ids(fused)[:2] == ["d0", "d1"] and fused[0].score > fused[1].score > 1.0
