@@ -18,7 +18,7 @@ afterwards (``Fused.hit.ref`` → ``Tier.hydrate``).
 
 from __future__ import annotations
 
-import statistics
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -103,7 +103,9 @@ def dbsf(
         scores = [h.score for _, h in ranked]
         if len(scores) < 2:
             return [1.0] * len(scores)
-        mean, sd = statistics.fmean(scores), statistics.stdev(scores)
+        n = len(scores)
+        mean = math.fsum(scores) / n  # not statistics.stdev: its exact fractions cost ~0.1 ms a leg
+        sd = math.sqrt(math.fsum((x - mean) ** 2 for x in scores) / (n - 1))
         return [(x - mean + 3 * sd) / (6 * sd) if sd > 0 else 1.0 for x in scores]
 
     return _fuse(legs, normalise, weights, limit)
