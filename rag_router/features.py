@@ -8,9 +8,9 @@ English and Chinese. Every feature keeps its character span in the query. Relati
     date_range   "between 2019 and 2021", "2019–2021", "since 2020", "before 2018",
                  "2020年以来", "2019年至2021年", "last year", "去年", "近三年", "past 3 years"
     clauses      "Article 17", "Art. 5(1)(c)", "§ 4", "Section 3.2", "第十二条", "第12条第3款",
-                 "第一百三十三条之一" (an inserted article: label "133-1")
+                 "第一百三十三条之一" (an inserted article: label "133-1"); rag_router/clauses.py
     laws         the law named right at a clause: "刑法第二十条", "《民法典》第一条",
-                 "GDPR Art. 6", "Article 17 of the GDPR"; with the short names it may be stored as
+                 "GDPR Art. 6", "Article 17 of the GDPR", with the names a ``law`` filter matches
     identifiers  "Regulation (EU) 2016/679", "Directive 95/46/EC", "C-131/12", "42 U.S.C. § 1983"
     quoted       “…”, "…", 「…」, 『…』
     recency      "latest", "recent", "最新", "近期", ...
@@ -25,43 +25,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from indexers.structure import CN_NUMERALS, ROMAN, chinese_number, law_name, roman_number
-
-Span = tuple[int, int]
-
-_CN_NUM = CN_NUMERALS
-
-
-@dataclass(frozen=True, slots=True)
-class Clause:
-    text: str
-    number: int
-    path: tuple[int, ...]
-    span: Span
-    # "article" (Article, Art., 第N条), "section" (Section, Sec., §, Clause) or "amendment"
-    kind: str = "article"
-    sub: int | None = None  # 第N条之M: the inserted article M after article N
-
-    @property
-    def label(self) -> str:
-        """The value a clause filter matches: "17" for Article 17, "3.2" for Section 3.2, "133-1"
-        for 第一百三十三条之一 (as ``indexers.structure`` stores it)."""
-        if self.kind == "section":
-            return ".".join(map(str, self.path[: self.depth]))
-        return f"{self.number}-{self.sub}" if self.sub else str(self.number)
-
-    @property
-    def depth(self) -> int:
-        return len(re.findall(r"\d+", self.text.split("(")[0])) or 1
-
-
-@dataclass(frozen=True, slots=True)
-class Law:
-    """A law named at a clause reference; ``names`` are the values a ``law`` filter may match."""
-
-    text: str
-    names: tuple[str, ...]
-    span: Span
+from indexers.structure import chinese_number
+from rag_router.clauses import CN_NUMBER, Clause, Law, Span, find_clauses, find_laws, overlaps
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +123,7 @@ _RANGES: list[tuple[re.Pattern[str], str]] = [
 ]
 _EXCLUSIVE = re.compile(r"^(?:after|before|prior)|之后|以后|后$|之前|以前|前$", re.I)
 
-_CN = rf"(?:\d+|[{_CN_NUM}]+)"
+_CN = CN_NUMBER
 _RELATIVE: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\blast\s+year\b|去年", re.I), "last_year"),
     (re.compile(r"\bthis\s+year\b|今年", re.I), "this_year"),
@@ -181,23 +146,6 @@ _RELATIVE: list[tuple[re.Pattern[str], str]] = [
 ]
 _WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "ten": 10}
 
-_SUB = r"\((?:\d{1,3}|[a-z]{1,4})\)"
-_ORDINAL_WORDS = (
-    "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth thirteenth "
-    "fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth twentieth"
-)
-_ORDINALS = {w: i for i, w in enumerate(_ORDINAL_WORDS.split(" "), 1)}
-_ORDINALS |= {f"twenty{sep}{w}": 20 + i for sep in ("-", " ") for w, i in list(_ORDINALS.items())[:7]}
-_ORDINAL = "|".join(sorted((re.escape(w) for w in _ORDINALS), key=len, reverse=True))
-_CLAUSES = re.compile(
-    rf"\b(?P<en>Articles?|Arts?\.?)\s*(?P<en_n>\d{{1,4}}|{ROMAN}\b)(?P<en_sub>(?:{_SUB})*)"
-    rf"|\b(?-i:Amendment)\s+(?P<am_n>\d{{1,2}}|{ROMAN})\b"
-    rf"|\b(?P<am_ord>\d{{1,2}}(?:st|nd|rd|th)|{_ORDINAL})\s+(?-i:Amendment)\b"
-    rf"|(?P<sec>§§?|\bSections?\b|\bSec\.|\bClauses?\b)\s*(?P<sec_n>\d{{1,4}}(?:\.\d{{1,3}})*)(?P<sec_sub>(?:{_SUB})*)"
-    rf"|第(?P<zh_n>{_CN})条(?:之(?P<zh_sub>{_CN}))?(?:第(?P<zh_k>{_CN})款)?(?:第(?P<zh_x>{_CN})项)?",
-    re.IGNORECASE,
-)
-
 _QUOTES = re.compile(r"“([^”]{2,200})”|\"([^\"]{2,200})\"|「([^」]{1,200})」|『([^』]{1,200})』")
 _RECENCY = re.compile(
     r"\b(?:latest|newest|most\s+recent|recently|recent|up-to-date|this\s+week)\b|最新|近期|最近|目前|现行",
@@ -215,7 +163,7 @@ def extract(query: str, *, today: dt.date, domains: dict[str, list[str]] | None 
     notes: list[str] = []
     identifiers = [(m.group(0).strip(), m.span()) for m in _IDENTIFIERS.finditer(query)]
     taken = [span for _, span in identifiers]
-    clauses = _clauses(query, taken)
+    clauses = find_clauses(query, taken)
     taken += [c.span for c in clauses]
     quoted = [(next(g for g in m.groups() if g), m.span()) for m in _QUOTES.finditer(query)]
     years = _years(query, taken)
@@ -230,7 +178,7 @@ def extract(query: str, *, today: dt.date, domains: dict[str, list[str]] | None 
         year_spans=tuple(s for _, s in years),
         date_range=date_range,
         clauses=tuple(clauses),
-        laws=tuple(_laws(query, clauses)),
+        laws=tuple(find_laws(query, clauses)),
         identifiers=tuple(identifiers),
         quoted=tuple(quoted),
         recency=recency_match is not None,
@@ -254,7 +202,7 @@ def _years(query: str, taken: list[Span]) -> list[tuple[int, Span]]:
     out = []
     for m in _YEAR_TOKEN.finditer(query):
         start, end = m.span()
-        if _inside((start, end), taken) or _overlaps((start, end), taken):
+        if _inside((start, end), taken) or overlaps((start, end), taken):
             continue
         fiscal = m.group(0).upper().startswith("FY")
         before = query[max(0, start - 10) : start]
@@ -265,10 +213,6 @@ def _years(query: str, taken: list[Span]) -> list[tuple[int, Span]]:
             continue
         out.append((int(m.group(1)), (start, end + (1 if query[end : end + 1] == "年" else 0))))
     return out
-
-
-def _overlaps(span: Span, spans: list[Span]) -> bool:
-    return any(span[0] < b and a < span[1] for a, b in spans)
 
 
 def _date_range(
@@ -324,111 +268,6 @@ def _relative(query: str, today: dt.date, notes: list[str]) -> DateRange | None:
 def _months_before(day: dt.date, months: int) -> dt.date:
     year, month = divmod(day.year * 12 + day.month - 1 - months, 12)
     return dt.date(year, month + 1, min(day.day, calendar.monthrange(year, month + 1)[1]))
-
-
-def _clauses(query: str, taken: list[Span]) -> list[Clause]:
-    out = []
-    for m in _CLAUSES.finditer(query):
-        if _overlaps(m.span(), taken):
-            continue
-        kind = "article"
-        if m.group("en_n"):
-            raw = m.group("en_n")
-            if not raw.isdigit() and not _roman_article(m.group("en"), raw):
-                continue
-            number = int(raw) if raw.isdigit() else roman_number(raw)
-            path = [number, *_subdivisions(m.group("en_sub"))]
-        elif m.group("am_n") or m.group("am_ord"):
-            kind = "amendment"
-            path = [_amendment_number(m.group("am_n") or m.group("am_ord"))]
-        elif m.group("sec_n"):
-            kind = "section"
-            path = [int(p) for p in m.group("sec_n").split(".")] + _subdivisions(m.group("sec_sub"))
-        else:
-            path = [chinese_number(g) for g in (m.group("zh_n"), m.group("zh_k"), m.group("zh_x")) if g]
-        sub = chinese_number(m.group("zh_sub")) if m.group("zh_sub") else None
-        out.append(Clause(m.group(0).strip(), path[0], tuple(path), m.span(), kind, sub))
-    return out
-
-
-# A law named right before a Chinese clause (a bracketed title or the run of ideographs), or an
-# acronym of three or more capitals before or after an English one ("GDPR Art. 6", "Article 17
-# of the GDPR"). The unbracketed Chinese run may carry words before the name ("请问刑法"), so
-# every ending of it is a candidate; a law filter that matches nothing is relaxed like any other.
-_CN_LAW_BEFORE = re.compile(r"(?:《([^》]{1,40})》|((?:(?![第条款项章节])[\u3400-\u9fff]){2,40}))\s*$")
-_EN_LAW_BEFORE = re.compile(r"\b([A-Z]{3,8})\s*$")
-_EN_LAW_AFTER = re.compile(r"^\s*(?:,\s*)?(?:of\s+(?:the\s+)?)?([A-Z]{3,8})\b")
-_MAX_LAW_SUFFIX = 12
-
-
-def _laws(query: str, clauses: list[Clause]) -> list[Law]:
-    out: dict[str, Law] = {}
-    previous_end = 0
-    for clause in clauses:
-        start, end = clause.span
-        base = max(previous_end, start - 45)  # never a piece of the clause before
-        before = query[base:start]
-        previous_end = end
-        if clause.text.startswith("第"):
-            m = _CN_LAW_BEFORE.search(before)
-            if m is None:
-                continue
-            text = m.group(0).rstrip()
-            span = (base + m.start(), base + m.start() + len(text))
-            name = law_name(m.group(1) or m.group(2))
-            names = (
-                [name]
-                if m.group(1)
-                else [name[i:] for i in range(max(0, len(name) - _MAX_LAW_SUFFIX), len(name) - 1)]
-            )
-            values = tuple(dict.fromkeys(v for n in names for v in (n, f"中华人民共和国{n}")))
-        else:
-            after = _EN_LAW_AFTER.match(query[end : end + 20])
-            m = _EN_LAW_BEFORE.search(before) or after
-            if m is None or _roman_like(m.group(1)):
-                continue
-            offset = base if m is not after else end
-            span = (offset + m.start(1), offset + m.end(1))
-            text = m.group(1)
-            values = (text,)
-        out.setdefault(text, Law(text, values, span))
-    return list(out.values())
-
-
-def _roman_like(word: str) -> bool:
-    return set(word) <= set("IVXLC")
-
-
-def _amendment_number(raw: str) -> int:
-    """ "XIV", "14", "14th", "Fourteenth", "Twenty-fifth" → the amendment's number."""
-    if raw[0].isdigit():
-        return int(re.match(r"\d+", raw).group(0))  # type: ignore[union-attr]
-    return _ORDINALS.get(raw.lower()) or roman_number(raw)
-
-
-def _roman_article(keyword: str, numeral: str) -> bool:
-    """ "Article IV", "art. II": yes; "the article I wrote": no (a lone I after a lowercase keyword)."""
-    try:
-        roman_number(numeral)
-    except (KeyError, ValueError):
-        return False
-    return keyword[0].isupper() or len(numeral) > 1
-
-
-def _subdivisions(raw: str | None) -> list[int]:
-    """ "(1)(c)(iv)" → [1, 3, 4]: numbers as they are, letters by position, roman after a letter."""
-    out: list[int] = []
-    after_letter = False
-    for part in re.findall(r"\(([^)]+)\)", raw or ""):
-        if part.isdigit():
-            out.append(int(part))
-            after_letter = False
-        elif set(part.lower()) <= set("ivx") and (after_letter or len(part) > 1):
-            out.append(roman_number(part.upper()))
-        else:
-            out.append(ord(part.lower()[0]) - ord("a") + 1)
-            after_letter = True
-    return out
 
 
 @functools.lru_cache(maxsize=32)

@@ -1,0 +1,180 @@
+"""Clause references and the laws named at them, in English and Chinese. Pure.
+
+"Article 17", "Art. 5(1)(c)" → article 17, path [5, 1, 3]; "Article IV" → 4
+"§ 4", "Section 3.2", "Clause 7" → section; "Fourteenth Amendment", "Amendment XIV" → 14
+"第十二条", "第12条第3款" → article 12, path [12, 3]; "第一百三十三条之一" → label "133-1"
+"刑法第二十条", "《民法典》第一条", "GDPR Art. 6", "Article 17 of the GDPR" → the law named
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from indexers.structure import CN_NUMERALS, ROMAN, chinese_number, law_name, roman_number
+
+Span = tuple[int, int]
+CN_NUMBER = rf"(?:\d+|[{CN_NUMERALS}]+)"
+_CN = CN_NUMBER
+
+
+@dataclass(frozen=True, slots=True)
+class Clause:
+    text: str
+    number: int
+    path: tuple[int, ...]
+    span: Span
+    # "article" (Article, Art., 第N条), "section" (Section, Sec., §, Clause) or "amendment"
+    kind: str = "article"
+    sub: int | None = None  # 第N条之M: the inserted article M after article N
+
+    @property
+    def label(self) -> str:
+        """The value a clause filter matches: "17" for Article 17, "3.2" for Section 3.2, "133-1"
+        for 第一百三十三条之一 (as ``indexers.structure`` stores it)."""
+        if self.kind == "section":
+            return ".".join(map(str, self.path[: self.depth]))
+        return f"{self.number}-{self.sub}" if self.sub else str(self.number)
+
+    @property
+    def depth(self) -> int:
+        return len(re.findall(r"\d+", self.text.split("(")[0])) or 1
+
+
+@dataclass(frozen=True, slots=True)
+class Law:
+    """A law named at a clause reference; ``names`` are the values a ``law`` filter may match."""
+
+    text: str
+    names: tuple[str, ...]
+    span: Span
+
+
+_SUB = r"\((?:\d{1,3}|[a-z]{1,4})\)"
+_ORDINAL_WORDS = (
+    "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth thirteenth "
+    "fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth twentieth"
+)
+_ORDINALS = {w: i for i, w in enumerate(_ORDINAL_WORDS.split(" "), 1)}
+_ORDINALS |= {f"twenty{sep}{w}": 20 + i for sep in ("-", " ") for w, i in list(_ORDINALS.items())[:7]}
+_ORDINAL = "|".join(sorted((re.escape(w) for w in _ORDINALS), key=len, reverse=True))
+_CLAUSES = re.compile(
+    rf"\b(?P<en>Articles?|Arts?\.?)\s*(?P<en_n>\d{{1,4}}|{ROMAN}\b)(?P<en_sub>(?:{_SUB})*)"
+    rf"|\b(?-i:Amendment)\s+(?P<am_n>\d{{1,2}}|{ROMAN})\b"
+    rf"|\b(?P<am_ord>\d{{1,2}}(?:st|nd|rd|th)|{_ORDINAL})\s+(?-i:Amendment)\b"
+    rf"|(?P<sec>§§?|\bSections?\b|\bSec\.|\bClauses?\b)\s*(?P<sec_n>\d{{1,4}}(?:\.\d{{1,3}})*)(?P<sec_sub>(?:{_SUB})*)"
+    rf"|第(?P<zh_n>{_CN})条(?:之(?P<zh_sub>{_CN}))?(?:第(?P<zh_k>{_CN})款)?(?:第(?P<zh_x>{_CN})项)?",
+    re.IGNORECASE,
+)
+
+
+def find_clauses(query: str, taken: list[Span]) -> list[Clause]:
+    """Every clause reference that does not overlap a span already ``taken`` (an identifier)."""
+    out = []
+    for m in _CLAUSES.finditer(query):
+        if overlaps(m.span(), taken):
+            continue
+        kind = "article"
+        if m.group("en_n"):
+            raw = m.group("en_n")
+            if not raw.isdigit() and not _roman_article(m.group("en"), raw):
+                continue
+            number = int(raw) if raw.isdigit() else roman_number(raw)
+            path = [number, *_subdivisions(m.group("en_sub"))]
+        elif m.group("am_n") or m.group("am_ord"):
+            kind = "amendment"
+            path = [_amendment_number(m.group("am_n") or m.group("am_ord"))]
+        elif m.group("sec_n"):
+            kind = "section"
+            path = [int(p) for p in m.group("sec_n").split(".")] + _subdivisions(m.group("sec_sub"))
+        else:
+            path = [chinese_number(g) for g in (m.group("zh_n"), m.group("zh_k"), m.group("zh_x")) if g]
+        sub = chinese_number(m.group("zh_sub")) if m.group("zh_sub") else None
+        out.append(Clause(m.group(0).strip(), path[0], tuple(path), m.span(), kind, sub))
+    return out
+
+
+# A law named right before a Chinese clause (a bracketed title or the run of ideographs), or an
+# acronym of three or more capitals before or after an English one ("GDPR Art. 6", "Article 17
+# of the GDPR"). The unbracketed Chinese run may carry words before the name ("请问刑法"), so
+# every ending of it is a candidate; a law filter that matches nothing is relaxed like any other.
+_CN_LAW_BEFORE = re.compile(r"(?:《([^》]{1,40})》|((?:(?![第条款项章节])[\u3400-\u9fff]){2,40}))\s*$")
+_EN_LAW_BEFORE = re.compile(r"\b([A-Z]{3,8})\s*$")
+_EN_LAW_AFTER = re.compile(r"^\s*(?:,\s*)?(?:of\s+(?:the\s+)?)?([A-Z]{3,8})\b")
+_MAX_LAW_SUFFIX = 12
+
+
+def find_laws(query: str, clauses: list[Clause]) -> list[Law]:
+    """The laws named right at ``clauses``."""
+    out: dict[str, Law] = {}
+    previous_end = 0
+    for clause in clauses:
+        start, end = clause.span
+        base = max(previous_end, start - 45)  # never a piece of the clause before
+        before = query[base:start]
+        previous_end = end
+        if clause.text.startswith("第"):
+            m = _CN_LAW_BEFORE.search(before)
+            if m is None:
+                continue
+            text = m.group(0).rstrip()
+            span = (base + m.start(), base + m.start() + len(text))
+            name = law_name(m.group(1) or m.group(2))
+            names = (
+                [name]
+                if m.group(1)
+                else [name[i:] for i in range(max(0, len(name) - _MAX_LAW_SUFFIX), len(name) - 1)]
+            )
+            values = tuple(dict.fromkeys(v for n in names for v in (n, f"中华人民共和国{n}")))
+        else:
+            after = _EN_LAW_AFTER.match(query[end : end + 20])
+            m = _EN_LAW_BEFORE.search(before) or after
+            if m is None or _roman_like(m.group(1)):
+                continue
+            offset = base if m is not after else end
+            span = (offset + m.start(1), offset + m.end(1))
+            text = m.group(1)
+            values = (text,)
+        out.setdefault(text, Law(text, values, span))
+    return list(out.values())
+
+
+def _roman_like(word: str) -> bool:
+    return set(word) <= set("IVXLC")
+
+
+def _amendment_number(raw: str) -> int:
+    """ "XIV", "14", "14th", "Fourteenth", "Twenty-fifth" → the amendment's number."""
+    if raw[0].isdigit():
+        return int(re.match(r"\d+", raw).group(0))  # type: ignore[union-attr]
+    return _ORDINALS.get(raw.lower()) or roman_number(raw)
+
+
+def _roman_article(keyword: str, numeral: str) -> bool:
+    """ "Article IV", "art. II": yes; "the article I wrote": no (a lone I after a lowercase keyword)."""
+    try:
+        roman_number(numeral)
+    except (KeyError, ValueError):
+        return False
+    return keyword[0].isupper() or len(numeral) > 1
+
+
+def _subdivisions(raw: str | None) -> list[int]:
+    """ "(1)(c)(iv)" → [1, 3, 4]: numbers as they are, letters by position, roman after a letter."""
+    out: list[int] = []
+    after_letter = False
+    for part in re.findall(r"\(([^)]+)\)", raw or ""):
+        if part.isdigit():
+            out.append(int(part))
+            after_letter = False
+        elif set(part.lower()) <= set("ivx") and (after_letter or len(part) > 1):
+            out.append(roman_number(part.upper()))
+        else:
+            out.append(ord(part.lower()[0]) - ord("a") + 1)
+            after_letter = True
+    return out
+
+
+def overlaps(span: Span, spans: list[Span]) -> bool:
+    """Whether ``span`` shares a character with any of ``spans``."""
+    return any(span[0] < b and a < span[1] for a, b in spans)
