@@ -71,7 +71,10 @@ def install(app: FastAPI) -> None:
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = _HTTP_CODES.get(exc.status_code, "http_error")
         kind = "client_error" if exc.status_code < 500 else "server_error"
-        return envelope(request, exc.status_code, code, str(exc.detail), kind)
+        message = str(exc.detail)
+        if exc.status_code in (404, 405) and message in ("Not Found", "Method Not Allowed"):
+            message = f"{message}: no {request.method} {request.url.path} (the endpoints: /docs)"
+        return envelope(request, exc.status_code, code, message, kind)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:

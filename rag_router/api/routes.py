@@ -140,7 +140,7 @@ async def _stored(svc: Services, tenant: str, doc_id: str) -> list[tuple[TierNam
     return found
 
 
-@router.get("/v1/documents/{doc_id}", response_model=DocumentOut, responses=_ERRORS)
+@router.get("/v1/documents/{doc_id:path}", response_model=DocumentOut, responses=_ERRORS)
 async def get_document(doc_id: str, svc: Svc, tenant: Tenant) -> DocumentOut:
     found = await _stored(svc, tenant, doc_id)
     first = found[0][1]
@@ -153,7 +153,7 @@ async def get_document(doc_id: str, svc: Svc, tenant: Tenant) -> DocumentOut:
     )
 
 
-@router.delete("/v1/documents/{doc_id}", responses=_ERRORS)
+@router.delete("/v1/documents/{doc_id:path}", responses=_ERRORS)
 async def delete_document(doc_id: str, svc: Svc, tenant: Tenant) -> dict[str, Any]:
     found = await _stored(svc, tenant, doc_id)
     for name in {t for t, _ in found}:

@@ -100,6 +100,14 @@ class DocumentIn(Strict):
         default_factory=dict, description='e.g. {"date": "2024-05-01", "tags": ["x"]}'
     )
 
+    @field_validator("id")
+    @classmethod
+    def _addressable(cls, value: str | None) -> str | None:
+        """An id is a URL path (/v1/documents/{id}): "." and ".." segments would be resolved away."""
+        if value is not None and any(part in (".", "..") for part in value.split("/")):
+            raise ValueError('id must not have "." or ".." as a path segment: it could not be fetched by URL')
+        return value
+
     @field_validator("text")
     @classmethod
     def _has_text(cls, value: str) -> str:
