@@ -144,7 +144,7 @@ class Searcher:
             legs=params.legs,
             payload=False,  # query, then fetch: only the fused top-k are hydrated
         )
-        run = await self._retrieve(route, query, deadline)
+        run = await self._retrieve(route, query, deadline, trust_dense=not foreign)
         timings.update(run.retrieved.timings_ms)
         with _timer(timings, "fuse"):
             weights = {**self._weights, **route.weights, **foreign}
@@ -230,9 +230,13 @@ class Searcher:
                 hits.append(f.to_hit(chunk))
         return hits, failed
 
-    async def _retrieve(self, route: Route, query: SearchQuery, deadline: float) -> _Run:
+    async def _retrieve(
+        self, route: Route, query: SearchQuery, deadline: float, *, trust_dense: bool
+    ) -> _Run:
         run = await (
-            self._cascade(route, query, deadline) if route.cascade else self._fixed(route, query, deadline)
+            self._cascade(route, query, deadline, trust_dense)
+            if route.cascade
+            else self._fixed(route, query, deadline)
         )
         enough = self._policy.min_hits_with_implied_filters
         if not route.has_implied_filters or _distinct(run.retrieved) >= enough:
@@ -266,9 +270,17 @@ class Searcher:
         retrieved = await retrieve(self._tiers, route.tiers, query, deadline=deadline)
         return _Run(retrieved, list(route.tiers), route.filters, list(route.reasons))
 
-    async def _cascade(self, route: Route, query: SearchQuery, deadline: float) -> _Run:
-        """Hot first; cold too when hot fails or its best dense match is below the threshold."""
+    async def _cascade(self, route: Route, query: SearchQuery, deadline: float, trust_dense: bool) -> _Run:
+        """Hot first; cold too when hot fails or its best dense match is below the threshold.
+
+        The threshold is a cosine of the embedder: for a query in a language it does not read
+        (``trust_dense`` False) that cosine means nothing, so both tiers are searched at once.
+        """
         reasons = list(route.reasons)
+        if not trust_dense:
+            reasons.append("the embedder cannot judge this query: hot and cold searched")
+            run = await self._fixed(dataclasses.replace(route, tiers=("hot", "cold")), query, deadline)
+            return _Run(run.retrieved, run.tiers, run.filters, reasons)
         threshold = self._policy.cascade_min_score
         try:
             first = await retrieve(self._tiers, ("hot",), query, deadline=deadline)

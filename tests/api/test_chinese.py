@@ -75,3 +75,15 @@ def test_chinese_text_comes_back_byte_for_byte(client: TestClient) -> None:
         assert "".join(c["text"] for c in chunks) == text
     hit = client.post("/v1/search", json={"query": "示例法第二条"}).json()["hits"][0]
     assert hit["text"] == DOCS[1][2]
+
+
+def test_the_cascade_does_not_trust_an_embedder_that_cannot_read_the_query(client: TestClient) -> None:
+    """A plain Chinese query (cascade) with the English-only model: its cosine says nothing, so
+    the cold tier is searched whatever hot's best cosine is. The documents here are cold (2020)."""
+    hot = [("hot-1", "示例规定 第一条", "热层里的一条示例规定。")]
+    documents = [{"id": i, "title": t, "text": x, "metadata": {"date": "2026-11-01"}} for i, t, x in hot]
+    assert client.post("/v1/documents", json={"documents": documents, "tier": "hot"}).status_code == 200
+    r = client.post("/v1/search", json={"query": "当事人应当遵循什么原则", "top_k": 3}).json()
+    assert r["route"]["tiers"] == ["hot", "cold"]
+    assert "the embedder cannot judge this query" in r["route"]["reason"]
+    assert r["hits"][0]["doc_id"] == "shifa-3" and r["hits"][0]["tier"] == "cold"
