@@ -4,6 +4,11 @@ Used when no LLM is configured (``mode: "extractive"``) and whenever the LLM fai
 ``degraded: true``). Pure: sentences are scored by the question's analysed terms they contain
 (weighted by how rare the term is among the passages) plus a bonus for higher-ranked passages,
 then kept in reading order within the word / character / sentence limits.
+
+A list marker that the sentence splitter leaves on its own ("1.", "(a)", "（二）") is not a
+sentence and is never quoted. When no whole sentence fits the limit, the best one is cut at a
+word (or, in Chinese, a character) and ends in "…". Text is quoted as stored: the caller passes
+the chunks' own text, not the prompt's cleaned copy.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ def extractive_answer(question: str, sources: Sequence[Source], c: Constraints, 
         per_source.append((source, sentences, terms))
     for rank, (source, sentences, terms) in enumerate(per_source):
         for position, (sentence, found) in enumerate(zip(sentences, terms, strict=True)):
+            if not _says_something(sentence):
+                continue
             overlap = sum(math.log(1 + len(sources) / doc_freq[t]) for t in found & wanted)
             score = overlap + 0.5 / (1 + rank) + (0.1 if position == 0 else 0.0)
             candidates.append((score, rank, position, sentence, source.n))
@@ -55,9 +62,40 @@ def extractive_answer(question: str, sources: Sequence[Source], c: Constraints, 
         used_chars += chars
         if c.bullets and len(chosen) >= c.bullets:
             break
+    if not chosen and candidates:  # no whole sentence fits: the best one, cut to the limit
+        _, rank, position, sentence, n = min(candidates, key=lambda x: (-x[0], x[1], x[2]))
+        chosen.append((rank, position, f"{_cut(sentence, limit_words, c.max_chars, n)} [{n}]", n))
     if not chosen:
         return _NO_SOURCES["zh" if c.language == "zh" else "en"]
     ordered = [text for _, _, text, _ in sorted(chosen)]
     if c.format == "bullets":
         return "\n".join(f"- {t}" for t in ordered)
     return re.sub(r"\s+", " ", " ".join(ordered)).strip()
+
+
+# "1.", "12)", "(a)", "iv.", "（二）", "一、": a list marker the splitter left as a sentence.
+_MARKER = re.compile(
+    r"^[\s(（\[]*(?:\d{1,3}|[A-Za-z]|[ivxlcIVXLC]{1,6}|[一二三四五六七八九十百]+)[.)）\]、．:：\s]*$"
+)
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def _says_something(sentence: str) -> bool:
+    return bool(_LETTER.search(sentence)) and not _MARKER.match(sentence)
+
+
+def _cut(sentence: str, max_words: int | None, max_chars: int | None, n: int) -> str:
+    """The start of ``sentence`` within the limits (its citation included), ending in "…"."""
+    room = max_chars - len(f" [{n}]") - 1 if max_chars else None
+    if max_words and count_words(sentence) > max_words:
+        if _CJK.search(sentence):  # Chinese counts characters as words
+            sentence = sentence[: max(max_words - 1, 1)]
+        else:
+            sentence = " ".join(sentence.split()[: max(max_words, 1)])
+        sentence = sentence.rstrip(" ,;:，；：、") + "…"
+    if room is not None and len(sentence) > room:
+        sentence = sentence[: max(room - 1, 1)].rstrip(" ,;:，；：、") + "…"
+    return sentence
+
+
+_CJK = re.compile(r"[\u3400-\u9fff]")

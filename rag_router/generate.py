@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from indexers.lexical import Analyzer
@@ -47,6 +47,7 @@ class AnswerOutcome:
     usage: dict[str, int] | None = None
     llm_error: str | None = None
     trimmed: bool = False
+    notes: list[str] = field(default_factory=list)  # what the answer could not do as asked, and why
 
     @property
     def degraded(self) -> bool:
@@ -168,8 +169,17 @@ class Answerer:
     ) -> AnswerOutcome:
         if error is not None:
             log.warning("LLM answer failed, answering extractively: %s", error)
-        text = extractive_answer(question, prompt.sources, prompt.constraints, self._analyzer)
+        stored = {h.chunk_id: h.chunk.text for h in outcome.hits}  # quoted as stored, not as cleaned
+        sources = [replace(s, text=stored.get(s.chunk_id, s.text)) for s in prompt.sources]
+        text = extractive_answer(question, sources, prompt.constraints, self._analyzer)
         result = AnswerOutcome(outcome, "extractive", answer=text, llm_error=str(error) if error else None)
+        if prompt.constraints.format == "json" and sources:
+            top = next(h for h in outcome.hits if h.chunk_id == sources[0].chunk_id)
+            result.answer_json = extractive_json(text, prompt.constraints.json_fields, top.chunk.metadata)
+            result.notes.append(
+                "extractive answer (no LLM): answer_json holds the quoted sentences under 'answer' and "
+                "other fields from the top source's metadata where it has them, else null"
+            )
         self._cite(result, prompt, text)
         return result
 
@@ -181,6 +191,14 @@ class Answerer:
             {"n": n, "chunk_id": by_n[n].chunk_id, "doc_id": by_n[n].doc_id} for n in cited.numbers
         ]
         result.dropped_citations = cited.dropped
+
+
+def extractive_json(text: str, fields: Sequence[str], metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON object asked for, without an LLM: the answer text, and the fields the top source's
+    metadata has ("article", "law", "date", ...); null for the rest."""
+    names = list(fields) or ["answer"]
+    answer = "answer" if "answer" in names else names[0]
+    return {name: text if name == answer else metadata.get(name) for name in names}
 
 
 def _llm_params(prompt: CompiledPrompt) -> dict[str, Any]:

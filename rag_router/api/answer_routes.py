@@ -62,6 +62,7 @@ class AnswerResponse(SearchResponse):
     mode: Literal["llm", "extractive"]
     finish_reason: str | None
     usage: dict[str, int] | None
+    notes: list[str] = Field(default_factory=list, description="what could not be done as asked, and why")
 
     @classmethod
     def from_answer(cls, result: AnswerOutcome) -> AnswerResponse:
@@ -75,6 +76,7 @@ class AnswerResponse(SearchResponse):
             mode=result.mode,
             finish_reason=result.finish_reason,
             usage=result.usage,
+            notes=result.notes,
         )
 
 

@@ -1,0 +1,96 @@
+"""Extractive answers (no LLM) as a user meets them: the README's own questions, English and Chinese."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from indexers.documents import Document
+from indexers.embed import SentenceTransformerEmbedder
+from rag_router.api import create_app
+from rag_router.prompting import count_words
+from rag_router.settings import Settings
+from tests.conftest import doc_json
+
+ZH = {"id": "zh-1", "title": "示例法 第一条", "text": "为了规范示例行为，保护当事人的合法权益，制定本法。"}
+
+
+@pytest.fixture(scope="module")
+def client(
+    tmp_path_factory: pytest.TempPathFactory,
+    embedder: SentenceTransformerEmbedder,
+    sample_docs: list[Document],
+) -> Iterator[TestClient]:
+    with TestClient(
+        create_app(Settings(data_dir=tmp_path_factory.mktemp("extractive")), embedder=embedder)
+    ) as c:
+        docs = [doc_json(d) for d in sample_docs] + [ZH]
+        assert c.post("/v1/documents", json={"documents": docs}).status_code == 200
+        yield c
+
+
+def answer(client: TestClient, query: str, **extra: Any) -> dict[str, Any]:
+    r = client.post("/v1/answer", json={"query": query, **extra})
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    assert body["mode"] == "extractive"
+    return body
+
+
+def assert_sentences_only(text: str) -> None:
+    """Every citation follows words: no bare "1." and no "[1]" with nothing before it."""
+    for piece in re.split(r"\[\d+\]", text)[:-1]:
+        assert re.search(r"[^\W\d_]{2,}", piece), text
+    assert not re.search(r"(?:^|\s|-)\(?\d{1,3}[.)]\s*(?=\[|$)", text), text
+
+
+@pytest.mark.parametrize(
+    ("query", "limit", "measure", "doc"),
+    [
+        ("What does Article 26 say about education? At most 40 words.", 40, count_words, "udhr-art-26"),
+        ("第二十六条说了什么？不超过20字", 20, len, "udhr-art-26"),
+        ("Summarise Article 18 in at most 12 words", 12, count_words, "udhr-art-18"),
+    ],
+)
+def test_the_readme_questions_quote_sentences_within_the_limit(
+    client: TestClient, query: str, limit: int, measure: Any, doc: str
+) -> None:
+    body = answer(client, query)
+    assert_sentences_only(body["answer"])
+    assert 0 < measure(body["answer"]) <= limit, body["answer"]
+    assert body["citations"] and body["citations"][0]["doc_id"] == doc
+
+
+def test_a_limit_shorter_than_any_sentence_cuts_the_best_one(client: TestClient) -> None:
+    body = answer(client, "What does article 1 say", constraints={"max_words": 10})
+    assert "No sources" not in body["answer"] and body["answer"].endswith("… [1]")
+    assert count_words(body["answer"]) <= 10 and body["citations"][0]["doc_id"] == "udhr-art-1"
+
+
+@pytest.mark.parametrize(
+    "query", ["What does Article 26 say about education? In three bullet points.", "第二十六条，分三点说明"]
+)
+def test_bullets_hold_sentences_not_list_numbers(client: TestClient, query: str) -> None:
+    body = answer(client, query)
+    lines = body["answer"].splitlines()
+    assert 1 <= len(lines) <= 3 and all(line.startswith("- ") for line in lines)
+    for line in lines:
+        assert_sentences_only(line[2:])
+
+
+def test_json_is_answered_without_an_llm_and_says_how(client: TestClient) -> None:
+    body = answer(
+        client, "What does Article 26 say about education? Answer as JSON with fields answer, article"
+    )
+    assert set(body["answer_json"]) == {"answer", "article"}
+    assert body["answer_json"]["article"] == 26 and "education" in body["answer_json"]["answer"]
+    assert body["notes"] and "extractive" in body["notes"][0]
+
+
+def test_chinese_is_quoted_as_stored(client: TestClient) -> None:
+    body = answer(client, "示例法第一条说了什么")
+    assert "为了规范示例行为，保护当事人的合法权益，制定本法。" in body["answer"]  # full-width comma kept
