@@ -143,7 +143,7 @@ def _value(key: str, raw: str, sub: str | None = None) -> int | str:
 # A heading line: the keyword and number at the start of a line (after Markdown "#"s or "**"),
 # then the end of the line, punctuation, or a capitalised title ("Article 17 Right to erasure").
 # "Article 5 of the treaty says" is prose, not a heading. Chinese 第N条 / 第N章 always head.
-_TAIL = r"(?=\s*$|\s*[.:–—\-)]|\s+[A-Z(\"“])"
+_TAIL = r"(?=\s*$|\s*[.:–—\-)]|\s+[A-Z(\"“]|\*\*)"  # "**Article 5**" too
 _LINE_HEADINGS: list[tuple[str, re.Pattern[str]]] = [
     ("chapter", re.compile(rf"^[#*\s]*第(\d+|[{CN_NUMERALS}]+)章", re.MULTILINE)),
     ("article", re.compile(rf"^[#*\s]*{CN_ARTICLE}", re.MULTILINE)),
@@ -172,7 +172,9 @@ def _headings(text: str) -> list[tuple[int, str, int | str]]:
     found: dict[int, tuple[int, str, int | str]] = {}
     for key, pattern in _LINE_HEADINGS:
         for m in pattern.finditer(text):
-            start = m.start() + len(m.group(0)) - len(m.group(0).lstrip("#* \t\n"))
+            # the section starts at the heading's line, Markdown "##" / "**" included: cut after
+            # them, a chunk of only "##" was left behind (and a trailing " ##" on the one before)
+            start = m.start() + len(m.group(0)) - len(m.group(0).lstrip())
             try:
                 sub = m.group(2) if key == "article" and m.re.groups > 1 else None
                 found.setdefault(start, (start, key, _value(key, m.group(1), sub)))

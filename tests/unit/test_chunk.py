@@ -123,3 +123,19 @@ def test_every_chunk_is_a_slice_of_any_unicode_text(embedder: SentenceTransforme
             c.text for c in Chunker(embedder.count_tokens, max_tokens=24, overlap_tokens=0).chunk(doc)
         )
         assert [ch for ch in seen if not ch.isspace()] == [ch for ch in text if not ch.isspace()]
+
+
+def test_markdown_headings_stay_with_their_section(embedder: SentenceTransformerEmbedder) -> None:
+    """'## Section 1 Equipment' used to leave a chunk of only '##' and a trailing ' ##' before it."""
+    text = (
+        "# Manual\n\nIntro text here.\n\n## Section 1 Equipment\n\nThe kit has a pump and a hose.\n\n"
+        "## Section 2 Use\n\nUse it daily.\n\n**Article 5** Bold headings count too."
+    )
+    chunks = Chunker(embedder.count_tokens, max_tokens=200).chunk(Document(id="m", text=text))
+    assert [c.text for c in chunks] == [
+        "# Manual\n\nIntro text here.",
+        "## Section 1 Equipment\n\nThe kit has a pump and a hose.",
+        "## Section 2 Use\n\nUse it daily.",
+        "**Article 5** Bold headings count too.",
+    ]
+    assert [c.metadata.get("section") for c in chunks[1:3]] == [1, 2] and chunks[3].metadata["article"] == 5
