@@ -91,3 +91,18 @@ def test_another_embedder_on_an_index_is_one_clear_line(env: Path) -> None:
     result = runner.invoke(app, ["query", "hot and cold tiers"])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "RAG_EMBEDDING__MODEL=some-other-model" in result.output
+
+
+def test_a_store_held_by_a_running_server_is_one_clear_line(env: Path) -> None:
+    """While `serve` runs, the embedded engines are its own: the CLI names it instead of crashing
+    with the engine's lock error; once it is gone (killed, so its file stays) the CLI works."""
+    from tests.crash.test_sigkill import free_port, server
+
+    port = free_port()
+    with server(env / "data", port) as proc:
+        for args in (["query", "freedom"], ["ingest", str(SAMPLE)], ["retier", "--dry-run"]):
+            result = runner.invoke(app, args)
+            assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+            assert f"pid {proc.pid}, http://127.0.0.1:{port}" in " ".join(result.output.split())
+    assert (env / "data" / "serve.json").exists()  # SIGKILL left it: stale, ignored
+    assert runner.invoke(app, ["ingest", str(SAMPLE / "rag-router-notes.jsonl")]).exit_code == 0

@@ -1,0 +1,69 @@
+"""Who holds a data dir: ``rag-router serve`` says so in ``serve.json`` (its pid and URL).
+
+The embedded engines are single-process (Qdrant Edge locks its write-ahead log), so a CLI
+command that opens the store while a server holds it cannot proceed. It reads this file first
+and stops with one line naming the server and what to do instead; a file whose process is gone
+is stale and ignored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+OWNER_FILE = "serve.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    pid: int
+    url: str
+
+    def describe(self, data_dir: Path) -> str:
+        return (
+            f"the data dir {data_dir} is held by `rag-router serve` (pid {self.pid}, {self.url}); "
+            f"send documents and queries to its API (POST {self.url}/v1/documents, /v1/search), "
+            "or stop it first"
+        )
+
+
+def current_owner(data_dir: Path) -> Owner | None:
+    """The live server holding ``data_dir``, or None (none, or it died without cleaning up)."""
+    try:
+        raw = json.loads((data_dir / OWNER_FILE).read_text(encoding="utf-8"))
+        owner = Owner(int(raw["pid"]), str(raw["url"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if owner.pid == os.getpid() or not _alive(owner.pid):
+        return None
+    return owner
+
+
+@contextlib.contextmanager
+def holding(data_dir: Path, url: str) -> Iterator[None]:
+    """Say that this process serves ``data_dir`` at ``url`` while the block runs."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / OWNER_FILE
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"pid": os.getpid(), "url": url}) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            if json.loads(path.read_text(encoding="utf-8")).get("pid") == os.getpid():
+                path.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, another user's
+        return True
+    return True
