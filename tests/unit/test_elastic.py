@@ -63,7 +63,9 @@ def test_the_index_template_is_the_documented_es8_shape() -> None:
         "index_options": {"type": "int8_hnsw", "m": 16, "ef_construction": 100},
     }
     assert props["text"]["analyzer"] == "english" and props["text"]["fields"]["cjk"]["analyzer"] == "cjk"
-    assert settings["analysis"]["analyzer"]["cjk"]["filter"] == ["cjk_width", "lowercase", "cjk_bigram"]
+    assert settings["analysis"]["analyzer"]["cjk"]["filter"] == ["cjk_width", "lowercase", "cjk_uni_bigram"]
+    # Chinese as the embedded tiers analyse it: characters and bigrams
+    assert settings["analysis"]["filter"]["cjk_uni_bigram"] == {"type": "cjk_bigram", "output_unigrams": True}
     assert {props[f]["type"] for f in ("tenant", "doc_id", "kw", "article", "section", "chapter")} == {
         "keyword"
     }
