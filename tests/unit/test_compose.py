@@ -89,3 +89,16 @@ def test_deploy_files_exist_and_parse() -> None:
     assert len(rules["groups"][0]["rules"]) >= 4
     assert (ROOT / "deploy/Dockerfile").read_text().count("USER rag") == 1
     assert (ROOT / "deploy/grafana/dashboards/rag-router.json").stat().st_size > 1000
+
+
+def test_the_build_context_leaves_out_the_venv_data_and_secrets_but_not_what_the_image_copies() -> None:
+    """After `make run` the checkout holds a 2 GB .venv and the data dir; neither may be sent to docker."""
+    ignored = {
+        line.strip().rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert {".venv", ".rag-data", ".env", ".git"} <= ignored
+    copied = re.findall(r"^COPY\s+(.+?)\s+\S+$", (ROOT / "deploy" / "Dockerfile").read_text(), flags=re.M)
+    sources = {part for line in copied for part in line.split()}
+    assert sources and not sources & ignored, sources & ignored
