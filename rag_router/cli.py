@@ -7,6 +7,7 @@ import datetime as dt
 import gc
 import json
 import logging
+import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -280,7 +281,9 @@ def evaluate(
     if legs not in _LEGS:
         raise typer.BadParameter("--legs must be bm25, dense or hybrid")
     temp = None if data_dir else Path(tempfile.mkdtemp(prefix="rag-eval-"))
-    settings = get_settings(data_dir=data_dir or temp)
+    # the report is the output: INFO logs (one line per search) would run through the table
+    quiet = {} if "RAG_LOG_LEVEL" in os.environ else {"log_level": "WARNING"}
+    settings = get_settings(data_dir=data_dir or temp, **quiet)
     _setup_logging(settings)
     try:
         report = asyncio.run(_eval(settings, dataset_dir, route, split, _LEGS[legs], tier, tier_split))
@@ -290,7 +293,11 @@ def evaluate(
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return
-    table = Table(title=f"{dataset_dir.name} · route {route} · legs {legs}")
+    table = Table(
+        title=f"{dataset_dir.name} · route {route} · legs {legs}",
+        caption="cold_share: the share of queries that searched the cold tier; latency: per query, "
+        "300 candidates per leg",
+    )
     for key in SUMMARY_KEYS:
         table.add_row(key, f"{report[key]:.4f}" if isinstance(report[key], float) else str(report[key]))
     for kind, scores in report["by_kind"].items():  # query kinds of the set (clause, topic, …)

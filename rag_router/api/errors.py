@@ -48,6 +48,11 @@ def envelope(
 def _describe(errors: Any) -> str:
     parts = []
     for err in errors:
+        if err.get("type") == "json_invalid":  # loc is ("body", character offset)
+            at = err.get("loc", ())[-1]
+            reason = (err.get("ctx") or {}).get("error", "")
+            parts.append(f"the body is not valid JSON at character {at}: {reason}".rstrip(": "))
+            continue
         where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
         parts.append(f"{where}: {err.get('msg', 'invalid')}")
     return "; ".join(parts) or "invalid request"
@@ -72,6 +77,9 @@ def install(app: FastAPI) -> None:
         code = _HTTP_CODES.get(exc.status_code, "http_error")
         kind = "client_error" if exc.status_code < 500 else "server_error"
         message = str(exc.detail)
+        if exc.status_code == 400 and message == "There was an error parsing the body":
+            # FastAPI's answer to a body it cannot decode (not UTF-8): the same 422 as bad JSON
+            return envelope(request, 422, "invalid_json", "the body is not UTF-8 encoded JSON", kind)
         if exc.status_code in (404, 405) and message in ("Not Found", "Method Not Allowed"):
             message = f"{message}: no {request.method} {request.url.path} (the endpoints: /docs)"
         return envelope(request, exc.status_code, code, message, kind)

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from indexers.documents import parse_date
 from rag_router.answer import SearchOutcome
 
 
@@ -106,6 +107,16 @@ class DocumentIn(Strict):
         """An id is a URL path (/v1/documents/{id}): "." and ".." segments would be resolved away."""
         if value is not None and any(part in (".", "..") for part in value.split("/")):
             raise ValueError('id must not have "." or ".." as a path segment: it could not be fetched by URL')
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _dates_are_dates(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """``date`` places a document hot or cold and filters it: a value that is no date would be
+        read as undated (and placed hot) without a word."""
+        date = value.get("date")
+        if date not in (None, "") and parse_date(date) is None:
+            raise ValueError(f"metadata.date must be an ISO date (YYYY-MM-DD), got {date!r}")
         return value
 
     @field_validator("text")

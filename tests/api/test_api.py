@@ -128,11 +128,25 @@ def test_bad_search_input_is_a_clear_4xx(
 
 def test_invalid_json_and_oversized_body(client: TestClient) -> None:
     r = client.post("/v1/search", content=b'{"query": ', headers={"content-type": "application/json"})
-    assert_envelope(r, 422, "json")
+    assert_envelope(r, 422, "the body is not valid JSON at character 10")
+    assert r.json()["error"]["code"] == "invalid_json"
+    latin1 = client.post(
+        "/v1/search", content=b'{"query": "caf\xe9"}', headers={"content-type": "application/json"}
+    )
+    assert_envelope(latin1, 422, "not UTF-8")
+    assert latin1.json()["error"]["code"] == "invalid_json"
     huge = json.dumps({"query": "x" * 70_000})
     assert_envelope(
         client.post("/v1/search", content=huge, headers={"content-type": "application/json"}), 413, "bytes"
     )
+
+
+def test_a_date_that_is_no_date_is_refused_not_read_as_undated(client: TestClient) -> None:
+    r = client.post(
+        "/v1/documents", json={"documents": [{"id": "d", "text": "x", "metadata": {"date": "yesterday"}}]}
+    )
+    assert_envelope(r, 422, "metadata.date must be an ISO date")
+    assert client.get("/v1/documents/d").status_code == 404
 
 
 def test_bad_documents_change_nothing(client: TestClient) -> None:
@@ -142,6 +156,7 @@ def test_bad_documents_change_nothing(client: TestClient) -> None:
         {"documents": [{"text": "  "}]},
         {"documents": [{"id": "udhr-art-1", "text": "replaced", "extra": 1}]},
         {"documents": [{"id": "udhr-art-1", "text": "replaced"}], "tier": "lukewarm"},
+        {"documents": [{"id": "udhr-art-1", "text": "replaced", "metadata": {"date": "yesterday"}}]},
     ):
         r = client.post("/v1/documents", json=body)
         assert r.status_code == 422, r.text

@@ -36,7 +36,7 @@ def test_ingest_twice_then_query(env: Path) -> None:
     assert body["hits"][0]["doc_id"] == "udhr-art-20"
 
 
-def test_eval_json_on_a_beir_folder(env: Path) -> None:
+def test_eval_json_on_a_beir_folder(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ds = env / "ds"
     (ds / "qrels").mkdir(parents=True)
     shutil.copy(SAMPLE / "udhr.jsonl", ds / "corpus.jsonl")
@@ -66,7 +66,9 @@ def test_eval_json_on_a_beir_folder(env: Path) -> None:
         assert key in report
     assert report["queries"] == 2 and report["success@1"] == 1.0 and report["cold_share"] == 1.0
     assert set(report["by_kind"]) == {"topic", "clause"} and report["by_kind"]["clause"]["queries"] == 1
+    monkeypatch.delenv("RAG_LOG_LEVEL")  # the table alone, no log lines through it
     table = runner.invoke(app, ["eval", str(ds), "--tier", "cold"])
+    assert "INFO" not in table.output and "cold_share: the share of queries" in " ".join(table.output.split())
     assert table.exit_code == 0 and re.search(
         r"clause: success@1 / nDCG@10\s+│ 1\.0000 / 1\.0000", table.output
     )
