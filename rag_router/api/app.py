@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from indexers.embed import Embedder
 from rag_router import __version__
@@ -41,7 +42,9 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None, freeze_g
         finally:
             await app.state.services.close()
 
-    app = FastAPI(
+    # Swagger UI and ReDoc from assets the fastapi-offline package ships: FastAPI's own pages load
+    # them from a CDN and are blank offline or behind a firewall.
+    app = FastAPIOffline(
         title="rag-router",
         version=__version__,
         description="Hybrid RAG retrieval: hot and cold tiers, routing, fusion.",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -365,3 +366,17 @@ def test_a_tier_that_fails_to_fetch_its_hits_degrades_the_answer(client: TestCli
     out = client.portal.call(searcher.search, params)
     assert out.degraded and out.unavailable == ["cold"]
     assert out.hits and all(h.tier == "hot" for h in out.hits)  # hot's hits stay, cold's are dropped
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_the_api_pages_need_no_network(client: TestClient, page: str) -> None:
+    """Every script, style and image the page references is served by the service itself."""
+    html = client.get(page)
+    assert html.status_code == 200 and "text/html" in html.headers["content-type"]
+    refs = re.findall(r"""(?:src|href)\s*=\s*["']([^"']+)["']|url:\s*'([^']+)'""", html.text)
+    urls = [a or b for a, b in refs]
+    assert urls and not [u for u in urls if u.startswith(("http:", "https:", "//"))], urls
+    for url in urls:
+        r = client.get(url)
+        assert r.status_code == 200 and r.content, url
+    assert client.get("/openapi.json").json()["info"]["title"] == "rag-router"
