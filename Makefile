@@ -44,14 +44,19 @@ lint: install-dev
 typecheck: install-dev
 	$(BIN)/mypy
 
-# Retrieval quality on the shared BEIR-layout collections (see docs/benchmarks.md).
+# Retrieval quality. Always: data/eval/udhr (shipped, judged: 20 topic + 15 clause queries, English
+# and Chinese). Then the larger BEIR-layout sets in $(DATA) when present (../shared/data here;
+# `rag-router datasets fetch scifact --dest DIR` and `make eval DATA=DIR` elsewhere).
 eval: install
-	RAG_LOG_LEVEL=WARNING $(BIN)/rag-router eval $(DATA)/scifact --route both --tier hot
-	RAG_LOG_LEVEL=WARNING $(BIN)/rag-router eval $(DATA)/scifact --route both --tier cold
-	RAG_LOG_LEVEL=WARNING $(BIN)/rag-router eval $(DATA)/cranfield --route both --tier cold
-	RAG_LOG_LEVEL=WARNING $(BIN)/rag-router eval $(DATA)/gdpr --route auto
-	RAG_LOG_LEVEL=WARNING $(BIN)/rag-router eval $(DATA)/us-constitution --route auto
-	RAG_LOG_LEVEL=WARNING $(BIN)/rag-router eval $(DATA)/cn-criminal-law --route auto
+	$(BIN)/rag-router eval data/eval/udhr --route auto
+	@if [ -d "$(DATA)/scifact" ]; then \
+	  $(BIN)/rag-router eval $(DATA)/scifact --route both --tier hot && \
+	  $(BIN)/rag-router eval $(DATA)/scifact --route both --tier cold; \
+	else echo "==> no $(DATA)/scifact: rag-router datasets fetch scifact --dest DIR, then make eval DATA=DIR"; fi
+	@if [ -d "$(DATA)/cranfield" ]; then $(BIN)/rag-router eval $(DATA)/cranfield --route both --tier cold; fi
+	@for set in gdpr us-constitution cn-criminal-law; do \
+	  if [ -d "$(DATA)/$$set" ]; then $(BIN)/rag-router eval $(DATA)/$$set --route auto || exit 1; fi; \
+	done
 
 # Search latency of the server while it ingests and seals a hot shard (docs/benchmarks.md).
 bench: install-dev

@@ -27,12 +27,15 @@ from indexers.pipeline import IngestReport, Placement
 from indexers.retier import RetierReport
 from indexers.retier import retier as run_retier
 from rag_router.answer import SearchParams
+from rag_router.datasets import CATALOGUE, DatasetError, fetch
 from rag_router.evaluate import SUMMARY_KEYS, Dataset, load_dataset, run_queries, split_dates
 from rag_router.owner import current_owner, holding
 from rag_router.services import Services, build_services
 from rag_router.settings import Settings, get_settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Hybrid RAG retrieval service.")
+datasets = typer.Typer(no_args_is_help=True, help="Public BEIR collections for `rag-router eval`.")
+app.add_typer(datasets, name="datasets")
 console = Console(stderr=True)
 
 _LEGS: dict[str, tuple[Leg, ...]] = {"bm25": ("lexical",), "dense": ("dense",), "hybrid": LEGS}
@@ -325,6 +328,35 @@ async def _eval(
         "unchanged": ingest_report.count("unchanged"),
     }
     return report
+
+
+@datasets.command("list")
+def datasets_list() -> None:
+    """The collections `datasets fetch` knows, with where they come from."""
+    table = Table("name", "about", "archive (MD5 from the BEIR README)")
+    for c in CATALOGUE.values():
+        table.add_row(c.name, c.about, f"{c.url}\n{c.md5}")
+    Console().print(table)
+
+
+@datasets.command("fetch")
+def datasets_fetch(
+    name: Annotated[str, typer.Argument(help="a name from `rag-router datasets list`")],
+    dest: Annotated[Path, typer.Option(help="where DEST/NAME is unpacked")] = Path("datasets"),
+) -> None:
+    """Download a BEIR collection, check its MD5, unpack it to DEST/NAME (needs internet)."""
+    collection = CATALOGUE.get(name)
+    if collection is None:
+        _fail(f"unknown collection {name!r}; known: {', '.join(CATALOGUE)}")
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task(f"{name}.zip", total=None)
+        try:
+            path = fetch(
+                collection, dest, progress=lambda done, total: bar.update(task, completed=done, total=total)
+            )
+        except DatasetError as exc:
+            _fail(str(exc))
+    console.print(f"{name}: {path}  →  rag-router eval {path}")
 
 
 if __name__ == "__main__":
