@@ -107,7 +107,10 @@ class Answerer:
         yield "route", outcome
         yield "hits", outcome
         if self.llm is None or not prompt.sources:
-            yield "done", self._extractive(outcome, prompt, params.search.query, None)
+            result = self._extractive(outcome, prompt, params.search.query, None)
+            if result.answer:  # the same events as an LLM answer: the text, then done
+                yield "token", result.answer
+            yield "done", result
             return
         completion = Completion()
         try:

@@ -94,3 +94,9 @@ def test_json_is_answered_without_an_llm_and_says_how(client: TestClient) -> Non
 def test_chinese_is_quoted_as_stored(client: TestClient) -> None:
     body = answer(client, "示例法第一条说了什么")
     assert "为了规范示例行为，保护当事人的合法权益，制定本法。" in body["answer"]  # full-width comma kept
+
+
+def test_an_extractive_stream_sends_its_text_as_a_token_then_done(client: TestClient) -> None:
+    with client.stream("POST", "/v1/answer", json={"query": "Is slavery allowed?", "stream": True}) as r:
+        events = [line.removeprefix("event: ").strip() for line in r.iter_lines() if line.startswith("event:")]
+    assert events == ["route", "hits", "token", "done"]
