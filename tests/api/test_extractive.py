@@ -98,5 +98,6 @@ def test_chinese_is_quoted_as_stored(client: TestClient) -> None:
 
 def test_an_extractive_stream_sends_its_text_as_a_token_then_done(client: TestClient) -> None:
     with client.stream("POST", "/v1/answer", json={"query": "Is slavery allowed?", "stream": True}) as r:
-        events = [line.removeprefix("event: ").strip() for line in r.iter_lines() if line.startswith("event:")]
+        lines = list(r.iter_lines())
+    events = [line.removeprefix("event: ").strip() for line in lines if line.startswith("event:")]
     assert events == ["route", "hits", "token", "done"]
