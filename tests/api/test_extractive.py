@@ -101,3 +101,42 @@ def test_an_extractive_stream_sends_its_text_as_a_token_then_done(client: TestCl
         lines = list(r.iter_lines())
     events = [line.removeprefix("event: ").strip() for line in lines if line.startswith("event:")]
     assert events == ["route", "hits", "token", "done"]
+
+
+def test_every_limit_holds_on_the_extractive_path(client: TestClient) -> None:
+    """The constraint checks of the LLM path, on the extractive one: seeded combinations of
+    questions and limits; sentences only, within the limit, cited."""
+    import random
+
+    rng = random.Random(14)
+    questions = [
+        "What does Article 26 say about education?",
+        "Is slavery allowed?",
+        "第十三条说了什么",
+        "freedom of opinion and expression",
+        "What does Article 16 say about marriage?",
+    ]
+    for _ in range(20):
+        question = rng.choice(questions)
+        kind = rng.choice(["max_words", "max_chars", "bullets"])
+        value = {
+            "max_words": rng.randint(3, 60),
+            "max_chars": rng.randint(12, 200),
+            "bullets": rng.randint(1, 4),
+        }[kind]
+        if kind == "bullets":  # said in the question, as users do
+            body = answer(client, f"{question} In {value} bullet points.")
+        else:
+            body = answer(client, question, constraints={kind: value})
+        text = body["answer"]
+        if text.startswith(("No sources", "没有找到")):
+            continue
+        assert body["citations"], text
+        if kind == "max_words":
+            assert count_words(text) <= value, (value, text)
+        elif kind == "max_chars":
+            assert len(text) <= value, (value, text)
+        else:
+            assert 1 <= len(text.splitlines()) <= value, (value, text)
+        for line in text.splitlines():
+            assert_sentences_only(line.removeprefix("- "))
