@@ -222,8 +222,9 @@ async def _chat_chunks(
             yield chunk({"content": data})
         elif event == "done":
             final = data.answer or ""
-            if data.mode == "extractive" or final != streamed.strip():
-                # the live text was replaced (trimmed to a limit, or the model failed): send the final one
+            if final != streamed.strip():
+                # the live text was replaced (trimmed to a limit, or the model failed and the
+                # extractive answer took over): send the final one
                 prefix = "\n\n" if streamed else ""
                 yield chunk({"content": prefix + final})
             yield chunk({}, "stop", rag=_rag_extension(data))

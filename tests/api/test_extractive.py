@@ -140,3 +140,17 @@ def test_every_limit_holds_on_the_extractive_path(client: TestClient) -> None:
             assert 1 <= len(text.splitlines()) <= value, (value, text)
         for line in text.splitlines():
             assert_sentences_only(line.removeprefix("- "))
+
+
+def test_a_streamed_chat_answer_is_sent_once(client: TestClient) -> None:
+    """The OpenAI-style stream carries the extractive answer once, as the plain reply does."""
+    import json
+
+    messages = [{"role": "user", "content": "Is slavery allowed?"}]
+    plain = client.post("/v1/chat/completions", json={"model": "rag-router", "messages": messages}).json()
+    with client.stream(
+        "POST", "/v1/chat/completions", json={"model": "rag-router", "messages": messages, "stream": True}
+    ) as r:
+        lines = [line.removeprefix("data: ") for line in r.iter_lines() if line.startswith("data: ")]
+    deltas = [json.loads(x)["choices"][0]["delta"].get("content") or "" for x in lines if x != "[DONE]"]
+    assert "".join(deltas) == plain["choices"][0]["message"]["content"] and lines[-1] == "[DONE]"
