@@ -42,6 +42,7 @@ def extractive_answer(question: str, sources: Sequence[Source], c: Constraints, 
         for position, (sentence, found) in enumerate(zip(sentences, terms, strict=True)):
             if not _says_something(sentence):
                 continue
+            sentence = _quotable(sentence)
             overlap = sum(math.log(1 + len(sources) / doc_freq[t]) for t in found & wanted)
             score = overlap + 0.5 / (1 + rank) + (0.1 if position == 0 else 0.0)
             candidates.append((score, rank, position, sentence, source.n))
@@ -78,6 +79,20 @@ _MARKER = re.compile(
     r"^[\s(（\[]*(?:\d{1,3}|[A-Za-z]|[ivxlcIVXLC]{1,6}|[一二三四五六七八九十百]+)[.)）\]、．:：\s]*$"
 )
 _LETTER = re.compile(r"[^\W\d_]")
+
+
+# "（二）", "(b)", "3.", "一、" before a clause's text: the list it came from is not quoted
+_ENUMERATOR = re.compile(
+    r"^\s*(?:[（(](?:\d{1,3}|[a-zA-Z]|[一二三四五六七八九十]+)[)）]|\d{1,3}[.)、]|[一二三四五六七八九十]+、)\s*"
+)
+
+
+def _quotable(sentence: str) -> str:
+    """The sentence as an answer quotes it: no leading enumerator, no line break inside (a
+    break between two ideographs is dropped, elsewhere it becomes a space)."""
+    sentence = _ENUMERATOR.sub("", sentence)
+    sentence = re.sub(r"(?<=[\u3400-\u9fff，、；：])\s*\n\s*(?=[\u3400-\u9fff])", "", sentence)
+    return re.sub(r"\s*\n\s*", " ", sentence)
 
 
 def _says_something(sentence: str) -> bool:

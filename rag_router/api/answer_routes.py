@@ -106,12 +106,12 @@ async def _answer_events(svc: Any, params: AnswerParams, request: Request) -> As
     try:
         async for event, data in svc.answerer.events(params):
             if event == "route":
-                yield ServerSentEvent(json.dumps(data.route_json()), event="route")
+                yield ServerSentEvent(json.dumps(data.route_json(), ensure_ascii=False), event="route")
             elif event == "hits":
                 hits = SearchResponse.from_outcome(data).model_dump()["hits"]
-                yield ServerSentEvent(json.dumps(hits), event="hits")
+                yield ServerSentEvent(json.dumps(hits, ensure_ascii=False), event="hits")
             elif event == "token":
-                yield ServerSentEvent(json.dumps({"text": data}), event="token")
+                yield ServerSentEvent(json.dumps({"text": data}, ensure_ascii=False), event="token")
             else:
                 svc.metrics.answers.labels(mode=data.mode, degraded=str(data.degraded).lower()).inc()
                 yield ServerSentEvent(AnswerResponse.from_answer(data).model_dump_json(), event="done")

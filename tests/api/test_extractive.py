@@ -154,3 +154,14 @@ def test_a_streamed_chat_answer_is_sent_once(client: TestClient) -> None:
         lines = [line.removeprefix("data: ") for line in r.iter_lines() if line.startswith("data: ")]
     deltas = [json.loads(x)["choices"][0]["delta"].get("content") or "" for x in lines if x != "[DONE]"]
     assert "".join(deltas) == plain["choices"][0]["message"]["content"] and lines[-1] == "[DONE]"
+
+
+def test_chinese_enumerators_and_line_breaks_are_not_quoted(client: TestClient) -> None:
+    text = "在道路上驾驶机动车，有下列情形之一的，处拘役：\n（一）追逐竞驶，情节恶\n劣的；"
+    text += "\n（二）醉酒驾驶机动车的。"
+    doc = {"id": "zh-133-1", "title": "示例刑法 第一百三十三条之一", "text": text}
+    assert client.post("/v1/documents", json={"documents": [doc]}).status_code == 200
+    body = answer(client, "示例刑法第一百三十三条之一 追逐竞驶和醉酒驾驶，分三点")
+    lines = body["answer"].splitlines()
+    assert lines and all(line.startswith("- ") and "（" not in line[:4] for line in lines), body["answer"]
+    assert any("追逐竞驶，情节恶劣的；" in line for line in lines), body["answer"]  # the break inside is gone
