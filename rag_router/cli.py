@@ -41,8 +41,10 @@ console = Console(stderr=True)
 _LEGS: dict[str, tuple[Leg, ...]] = {"bm25": ("lexical",), "dense": ("dense",), "hybrid": LEGS}
 
 
-def _setup_logging(settings: Settings) -> None:
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+def _setup_logging(settings: Settings, *, command: bool = True) -> None:
+    """A command's output is its report: INFO lines only when RAG_LOG_LEVEL asks for them."""
+    level = settings.log_level if not command or "RAG_LOG_LEVEL" in os.environ else "WARNING"
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     for noisy in ("httpx", "sentence_transformers", "transformers"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
@@ -83,7 +85,7 @@ def serve(
     from rag_router.api.app import create_app
 
     settings = get_settings()
-    _setup_logging(settings)
+    _setup_logging(settings, command=False)
     # Measured at 64 clients (docs/benchmarks.md): with CPython's default thresholds (700, 10,
     # 10) the collector ran every few requests and walked the models' heap, stalling the event
     # loop up to 265 ms; fewer young collections and a frozen startup heap gave +20-30 %
@@ -204,7 +206,7 @@ def retier(
         f"{report.aged} documents past the hot window; {verb} {report.moved if not dry_run else report.aged}"
     )
     if not dry_run:
-        console.print(f"{report.chunks} chunks now in the cold tier")
+        console.print(f"{report.chunks} chunks moved to the cold tier")
     for error in report.errors:
         console.print(f"[red]{error}[/red]")
     if report.errors:
@@ -283,10 +285,18 @@ def evaluate(
     """Evaluate retrieval on a BEIR-layout dataset (nDCG@10, recall@100, MRR@10, success@1)."""
     if legs not in _LEGS:
         raise typer.BadParameter("--legs must be bm25, dense or hybrid")
+    missing = [
+        name
+        for name in ("corpus.jsonl[.gz]", "queries.jsonl", f"qrels/{split}.tsv")
+        if not any((dataset_dir / n).exists() for n in _variants(name))
+    ]
+    if missing:
+        _fail(
+            f"{dataset_dir} is not a BEIR-layout folder: no {', '.join(missing)} "
+            "(data/eval/udhr is one; `rag-router datasets fetch` gets public ones)"
+        )
     temp = None if data_dir else Path(tempfile.mkdtemp(prefix="rag-eval-"))
-    # the report is the output: INFO logs (one line per search) would run through the table
-    quiet = {} if "RAG_LOG_LEVEL" in os.environ else {"log_level": "WARNING"}
-    settings = get_settings(data_dir=data_dir or temp, **quiet)
+    settings = get_settings(data_dir=data_dir or temp)
     _setup_logging(settings)
     try:
         report = asyncio.run(_eval(settings, dataset_dir, route, split, _LEGS[legs], tier, tier_split))
@@ -306,6 +316,12 @@ def evaluate(
     for kind, scores in report["by_kind"].items():  # query kinds of the set (clause, topic, …)
         table.add_row(f"{kind}: success@1 / nDCG@10", f"{scores['success@1']:.4f} / {scores['ndcg@10']:.4f}")
     Console().print(table)
+
+
+def _variants(name: str) -> list[str]:
+    """ "corpus.jsonl[.gz]" → ["corpus.jsonl", "corpus.jsonl.gz"]; "queries.jsonl" may be gzipped too."""
+    base = name.replace("[.gz]", "")
+    return [base, f"{base}.gz"]
 
 
 async def _eval(
@@ -334,6 +350,7 @@ async def _eval(
 def datasets_list() -> None:
     """The collections `datasets fetch` knows, with where they come from."""
     table = Table("name", "about", "archive (MD5 from the BEIR README)")
+    table.columns[2].overflow = "fold"  # whole URLs and checksums, however narrow the terminal
     for c in CATALOGUE.values():
         table.add_row(c.name, c.about, f"{c.url}\n{c.md5}")
     Console().print(table)

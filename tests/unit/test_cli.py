@@ -108,3 +108,18 @@ def test_a_store_held_by_a_running_server_is_one_clear_line(env: Path) -> None:
             assert f"pid {proc.pid}, http://127.0.0.1:{port}" in " ".join(result.output.split())
     assert (env / "data" / "serve.json").exists()  # SIGKILL left it: stale, ignored
     assert runner.invoke(app, ["ingest", str(SAMPLE / "rag-router-notes.jsonl")]).exit_code == 0
+
+
+def test_eval_on_a_folder_that_is_not_beir_is_one_clear_line(env: Path) -> None:
+    result = runner.invoke(app, ["eval", str(SAMPLE)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "not a BEIR-layout folder: no corpus.jsonl[.gz], queries.jsonl, qrels/test.tsv" in " ".join(
+        result.output.split()
+    )
+
+
+def test_commands_print_their_report_without_info_lines(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAG_LOG_LEVEL")
+    assert runner.invoke(app, ["ingest", str(SAMPLE / "rag-router-notes.jsonl")]).exit_code == 0
+    result = runner.invoke(app, ["query", "hot and cold tiers", "--explain"])
+    assert result.exit_code == 0 and " INFO " not in result.output, result.output
