@@ -6,13 +6,15 @@ article / section / chapter. Token counts come from the embedder's own tokenizer
 never exceeds what the model reads. Paged sources (PDF) give each chunk the ``page`` it
 starts on. Ids are deterministic, ``{doc_id}#{n}``: re-chunking the same text gives the same
 ids, so a re-ingest overwrites instead of duplicating. A chunk's text is a slice of the
-document's, from its first sentence's start to its last one's end: nothing is inserted or
-normalised between sentences ("。" is not followed by a space, line breaks stay).
+document's, from its first sentence's start to where the next chunk starts (or its last
+sentence's end): nothing is inserted or normalised ("。" is not followed by a space, line breaks
+stay), and ``rebuild`` puts the document back together from its chunks and their ``char_start``.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -76,27 +78,36 @@ class Chunker:
             for section in split_sections(doc.text, doc.metadata)
         ]
         counts = iter(self.count_tokens([s for _, _, spans in parts for _, s in spans]))
-        out: dict[int, list[Chunk]] = {id(doc): [] for doc in docs}
+        spans_of: dict[int, list[tuple[int, int, dict[str, Any]]]] = {id(doc): [] for doc in docs}
         for doc, section, spans in parts:
             pieces = list(self._pieces(spans, [next(counts) for _ in spans], section.start))
-            chunks = out[id(doc)]
             for offset, end in self._pack(pieces):
-                text = doc.text[offset:end]
-                metadata: dict[str, Any] = dict(section.metadata)
+                metadata: dict[str, Any] = {**section.metadata, "char_start": offset}
                 if doc.page_starts:
                     metadata["page"] = bisect.bisect_right(doc.page_starts, offset)
-                n = len(chunks)
-                chunks.append(
-                    Chunk(
-                        chunk_id=f"{doc.id}#{n}",
-                        doc_id=doc.id,
-                        n=n,
-                        text=text,
-                        title=doc.title,
-                        metadata=metadata,
-                        tenant=doc.tenant,
-                    )
+                spans_of[id(doc)].append((offset, end, metadata))
+        out: dict[int, list[Chunk]] = {}
+        for doc in docs:
+            placed = spans_of[id(doc)]
+            # A chunk runs on to where the next one starts, so the whitespace between two chunks is
+            # kept (at the end of the first) and the chunks rebuild the stored text exactly
+            # (``rebuild``); overlapping chunks keep their own end.
+            ends = [
+                max(end, placed[i + 1][0]) if i + 1 < len(placed) else end
+                for i, (_, end, _) in enumerate(placed)
+            ]
+            out[id(doc)] = [
+                Chunk(
+                    chunk_id=f"{doc.id}#{n}",
+                    doc_id=doc.id,
+                    n=n,
+                    text=doc.text[offset:stop],
+                    title=doc.title,
+                    metadata=metadata,
+                    tenant=doc.tenant,
                 )
+                for n, ((offset, _, metadata), stop) in enumerate(zip(placed, ends, strict=True))
+            ]
         return [out[id(doc)] for doc in docs]
 
     def _pieces(self, spans: list[tuple[int, str]], counts: list[int], base: int) -> Iterator[Piece]:
@@ -146,3 +157,12 @@ class Chunker:
             kept.insert(0, piece)
             used += piece[2]
         return kept, used
+
+
+def rebuild(chunks: Sequence[tuple[str, Any]]) -> str | None:
+    """The document's text from its chunks in order, as (text, char_start) pairs: each chunk up to
+    where the next one starts. None when a chunk has no ``char_start`` (stored by an older version)."""
+    if not chunks or any(not isinstance(start, int) for _, start in chunks):
+        return None
+    parts = [text[: nxt - start] for (text, start), (_, nxt) in itertools.pairwise(chunks)]
+    return "".join(parts) + chunks[-1][0]

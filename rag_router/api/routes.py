@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from indexers.chunk import rebuild
 from indexers.documents import Document, StoredChunk, TierName, content_hash
 from indexers.jobs import JobState
 from rag_router.answer import SearchParams
@@ -144,12 +145,17 @@ async def _stored(svc: Services, tenant: str, doc_id: str) -> list[tuple[TierNam
 async def get_document(doc_id: str, svc: Svc, tenant: Tenant) -> DocumentOut:
     found = await _stored(svc, tenant, doc_id)
     first = found[0][1]
+    # one tier's chunks in order give the text back (a document mid-retier is in both)
+    own = sorted((c for t, c in found if t == found[0][0]), key=lambda c: int(c.chunk_id.rsplit("#", 1)[1]))
     return DocumentOut(
         id=doc_id,
         title=first.title,
-        metadata=dict(first.metadata),
+        text=rebuild([(c.text, c.metadata.get("char_start")) for c in own]),
+        metadata={k: v for k, v in first.metadata.items() if k != "char_start"},
         tiers=sorted({t for t, _ in found}),
-        chunks=[ChunkOut(chunk_id=c.chunk_id, tier=t, text=c.text) for t, c in found],
+        chunks=[
+            ChunkOut(chunk_id=c.chunk_id, tier=t, text=c.text, metadata=dict(c.metadata)) for t, c in found
+        ],
     )
 
 

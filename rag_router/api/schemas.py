@@ -170,11 +170,15 @@ class ChunkOut(BaseModel):
     chunk_id: str
     tier: Literal["hot", "cold"]
     text: str
+    metadata: dict[str, Any] = Field(default_factory=dict, description="article, section, page, char_start")
 
 
 class DocumentOut(BaseModel):
     id: str
     title: str | None
+    text: str | None = Field(
+        None, description="the stored text, byte for byte (ends trimmed); null for chunks of an older version"
+    )
     metadata: dict[str, Any]
     tiers: list[str]
     chunks: list[ChunkOut]

@@ -71,8 +71,8 @@ def test_an_english_only_embedder_cannot_reorder_chinese_lexical_hits(client: Te
 
 def test_chinese_text_comes_back_byte_for_byte(client: TestClient) -> None:
     for doc_id, _, text in DOCS:
-        chunks = client.get(f"/v1/documents/{doc_id}").json()["chunks"]
-        assert "".join(c["text"] for c in chunks) == text
+        body = client.get(f"/v1/documents/{doc_id}").json()
+        assert body["text"] == text and "".join(c["text"] for c in body["chunks"]) == text
     hit = client.post("/v1/search", json={"query": "示例法第二条"}).json()["hits"][0]
     assert hit["text"] == DOCS[1][2]
 

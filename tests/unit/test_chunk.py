@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from indexers.chunk import Chunker, split_sentences
+from indexers.chunk import Chunker, rebuild, split_sentences
 from indexers.documents import Document
 from indexers.embed import SentenceTransformerEmbedder
 
@@ -57,7 +57,7 @@ def test_a_sentence_longer_than_a_chunk_is_split(embedder: SentenceTransformerEm
         chunks = chunker.chunk(Document(id="long", text=text))
         assert len(chunks) > 3
         assert max(embedder.count_tokens([c.text for c in chunks])) <= 50
-    assert " ".join(c.text for c in chunker.chunk(Document(id="w", text=words))) == words
+    assert "".join(c.text for c in chunker.chunk(Document(id="w", text=words))) == words  # no overlap
 
 
 def test_chunks_follow_the_structure_and_never_straddle_an_article(
@@ -76,7 +76,7 @@ def test_chunks_follow_the_structure_and_never_straddle_an_article(
     where = [
         (c.metadata.get("chapter"), c.metadata.get("article"), c.metadata.get("section")) for c in chunks
     ]
-    assert where[0] == (None, None, None) and chunks[0].text == "Preamble of the regulation."
+    assert where[0] == (None, None, None) and chunks[0].text.rstrip() == "Preamble of the regulation."
     assert set(where) == {
         (None, None, None),
         ("III", 12, None),
@@ -117,7 +117,9 @@ def test_every_chunk_is_a_slice_of_any_unicode_text(embedder: SentenceTransforme
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 400)))
         doc = Document(id=f"r{i}", text=text)
         chunks = chunker.chunk(doc)
-        assert all(c.text and c.text in text and c.text == c.text.strip() for c in chunks)
+        assert all(c.text.strip() and c.text in text and c.text == c.text.lstrip() for c in chunks)
+        # the chunks give the document back, byte for byte (its ends trimmed)
+        assert rebuild([(c.text, c.metadata["char_start"]) for c in chunks]) == text.strip()
         # together the chunks hold every visible character, in order
         seen = "".join(
             c.text for c in Chunker(embedder.count_tokens, max_tokens=24, overlap_tokens=0).chunk(doc)
@@ -132,7 +134,7 @@ def test_markdown_headings_stay_with_their_section(embedder: SentenceTransformer
         "## Section 2 Use\n\nUse it daily.\n\n**Article 5** Bold headings count too."
     )
     chunks = Chunker(embedder.count_tokens, max_tokens=200).chunk(Document(id="m", text=text))
-    assert [c.text for c in chunks] == [
+    assert [c.text.rstrip() for c in chunks] == [
         "# Manual\n\nIntro text here.",
         "## Section 1 Equipment\n\nThe kit has a pump and a hose.",
         "## Section 2 Use\n\nUse it daily.",
