@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +78,19 @@ async def tiers(tmp_path: Path) -> AsyncIterator[dict[str, Tier]]:
     yield made
     for t in made.values():
         await t.close()
+
+
+@contextmanager
+def loaded_app(
+    data_dir: Path, embedder: Any, documents: Sequence[dict[str, Any]], **settings: Any
+) -> Iterator[Any]:
+    """A TestClient over the real app with ``documents`` posted (the API tests' usual start)."""
+    from fastapi.testclient import TestClient
+
+    from rag_router.api import create_app
+    from rag_router.settings import Settings
+
+    with TestClient(create_app(Settings(data_dir=data_dir, **settings), embedder=embedder)) as client:
+        r = client.post("/v1/documents", json={"documents": list(documents)})
+        assert r.status_code == 200, r.text
+        yield client

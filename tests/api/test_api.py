@@ -17,7 +17,7 @@ from rag_router.answer import Searcher, SearchParams
 from rag_router.api import create_app
 from rag_router.route import Policy
 from rag_router.settings import Settings
-from tests.conftest import doc_json
+from tests.conftest import doc_json, loaded_app
 
 HIT_FIELDS = {"chunk_id", "doc_id", "title", "text", "score", "tier", "metadata", "legs"}
 
@@ -28,10 +28,8 @@ def client(
     embedder: SentenceTransformerEmbedder,
     sample_docs: list[Document],
 ) -> Iterator[TestClient]:
-    settings = Settings(data_dir=tmp_path_factory.mktemp("api"), max_body_bytes=64 * 1024)
-    with TestClient(create_app(settings, embedder=embedder)) as c:
-        r = c.post("/v1/documents", json={"documents": [doc_json(d) for d in sample_docs]})
-        assert r.status_code == 200, r.text
+    docs = [doc_json(d) for d in sample_docs]
+    with loaded_app(tmp_path_factory.mktemp("api"), embedder, docs, max_body_bytes=64 * 1024) as c:
         yield c
 
 

@@ -11,8 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from indexers.embed import SentenceTransformerEmbedder
-from rag_router.api import create_app
-from rag_router.settings import Settings
+from tests.conftest import loaded_app
 
 DOCS = [
     ("shifa-1", "示例法 第一条", "为了规范示例行为，保护当事人的合法权益，制定本法。"),
@@ -28,10 +27,8 @@ DOCS = [
 def client(
     tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder
 ) -> Iterator[TestClient]:
-    settings = Settings(data_dir=tmp_path_factory.mktemp("zh"))
     documents = [{"id": i, "title": t, "text": x, "metadata": {"date": "2020-01-01"}} for i, t, x in DOCS]
-    with TestClient(create_app(settings, embedder=embedder)) as c:
-        assert c.post("/v1/documents", json={"documents": documents}).status_code == 200
+    with loaded_app(tmp_path_factory.mktemp("zh"), embedder, documents) as c:
         yield c
 
 

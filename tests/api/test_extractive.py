@@ -11,10 +11,8 @@ from fastapi.testclient import TestClient
 
 from indexers.documents import Document
 from indexers.embed import SentenceTransformerEmbedder
-from rag_router.api import create_app
 from rag_router.prompting import count_words
-from rag_router.settings import Settings
-from tests.conftest import doc_json
+from tests.conftest import doc_json, loaded_app
 
 ZH = {"id": "zh-1", "title": "示例法 第一条", "text": "为了规范示例行为，保护当事人的合法权益，制定本法。"}
 
@@ -25,11 +23,8 @@ def client(
     embedder: SentenceTransformerEmbedder,
     sample_docs: list[Document],
 ) -> Iterator[TestClient]:
-    with TestClient(
-        create_app(Settings(data_dir=tmp_path_factory.mktemp("extractive")), embedder=embedder)
-    ) as c:
-        docs = [doc_json(d) for d in sample_docs] + [ZH]
-        assert c.post("/v1/documents", json={"documents": docs}).status_code == 200
+    docs = [doc_json(d) for d in sample_docs] + [ZH]
+    with loaded_app(tmp_path_factory.mktemp("extractive"), embedder, docs) as c:
         yield c
 
 
