@@ -200,7 +200,8 @@ class LLMClient:
             raise LLMUnavailable("LLM circuit breaker is open after repeated failures")
         started = time.monotonic()
         try:
-            response = await asyncio.wait_for(self._connect(body, deadline), _left(deadline))
+            left = _left(deadline)  # first: a coroutine made before it raises is never awaited
+            response = await asyncio.wait_for(self._connect(body, deadline), left)
             async for delta in self._events(response, result, started, deadline):
                 yield delta
         except TimeoutError as exc:
@@ -264,7 +265,8 @@ class LLMClient:
         try:
             while True:
                 try:
-                    line = await asyncio.wait_for(anext(lines), _left(deadline))
+                    left = _left(deadline)
+                    line = await asyncio.wait_for(anext(lines), left)
                 except StopAsyncIteration:
                     break
                 if not line.startswith("data:"):

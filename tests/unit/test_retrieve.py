@@ -59,7 +59,7 @@ async def test_a_tier_past_the_deadline_is_cut_off() -> None:
     tiers = {"hot": ScriptedTier(), "cold": ScriptedTier(delay=5)}
     started = time.monotonic()
     out = await retrieve(tiers, ["hot", "cold"], QUERY, deadline=time.monotonic() + 0.2)  # type: ignore[arg-type]
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 4.0  # the tier takes 5 s: it was cut off, not waited for
     assert out.unavailable == ["cold"] and "hot.dense" in out.legs
 
 
