@@ -5,7 +5,7 @@ PYTHON ?= python3
 DATA ?= ../shared/data
 SAMPLE ?= data/sample
 
-.PHONY: install install-dev run test lint typecheck eval bench clean
+.PHONY: install install-dev run test test-fast lint typecheck eval bench clean
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
@@ -36,6 +36,11 @@ run: install
 
 test: install-dev
 	$(BIN)/pytest
+
+# The quick lane while working: everything but the tests marked slow (server processes, SIGKILL
+# loops) or integration (servers named by RAG_TEST_*_URL). CI runs `make test`, the whole suite.
+test-fast: install-dev
+	$(BIN)/pytest -m "not slow and not integration"
 
 lint: install-dev
 	$(BIN)/ruff check .

@@ -88,7 +88,12 @@ TIERS = {
 }
 
 
-@pytest.fixture(params=sorted(TIERS))
+SERVERS = {"qdrant-server", "elasticsearch"}  # skip themselves without RAG_TEST_*_URL
+
+
+@pytest.fixture(
+    params=[pytest.param(n, marks=[pytest.mark.integration] if n in SERVERS else []) for n in sorted(TIERS)]
+)
 def make_tier(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Tier]:
     factory = TIERS[request.param]
     return lambda dim=384, **kw: factory(tmp_path / "tier", dim, **kw)
@@ -256,6 +261,7 @@ def _clustered(n: int, dim: int, seed: int) -> np.ndarray:
     return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
 
+@pytest.mark.slow
 async def test_ann_recall_after_reopen(make_tier: Factory) -> None:
     """With the approximate index built (HNSW / IVF), recall@10 against exact search ≥ 0.95."""
     dim, n = 64, 4000

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 KILLS = 6
 POOL = 40  # document ids, each re-sent with ever newer versions
@@ -127,6 +128,7 @@ class Submitter(threading.Thread):
                 time.sleep(self.rng.uniform(0, 0.15))
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_points_loses_nothing_acknowledged(tmp_path: Path) -> None:
     rng = random.Random(20261130)
     data, port = tmp_path / "data", free_port()

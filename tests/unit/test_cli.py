@@ -74,6 +74,7 @@ def test_eval_json_on_a_beir_folder(env: Path, monkeypatch: pytest.MonkeyPatch) 
     )
 
 
+@pytest.mark.slow
 def test_retier_moves_what_aged_out(env: Path) -> None:
     assert runner.invoke(app, ["ingest", str(SAMPLE), "--tier", "hot"]).exit_code == 0  # 1948 forced hot
     dry = runner.invoke(app, ["retier", "--dry-run"])
@@ -95,6 +96,7 @@ def test_another_embedder_on_an_index_is_one_clear_line(env: Path) -> None:
     assert "RAG_EMBEDDING__MODEL=some-other-model" in result.output
 
 
+@pytest.mark.slow
 def test_a_store_held_by_a_running_server_is_one_clear_line(env: Path) -> None:
     """While `serve` runs, the embedded engines are its own: the CLI names it instead of crashing
     with the engine's lock error; once it is gone (killed, so its file stays) the CLI works."""
