@@ -45,6 +45,7 @@ test-fast: install-dev
 lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: install-dev
 	$(BIN)/mypy
