@@ -125,7 +125,7 @@ def edge_parts(svc: Any, queries: list[str]) -> dict[str, Any]:
 
 
 async def in_process(svc: Any, queries: list[str], seconds: float, clients: int) -> dict[str, float]:
-    from rag_router.answer import SearchParams
+    from rag_router.search import SearchParams
 
     counter = iter(range(1 << 40))
 

@@ -1,325 +1,218 @@
-"""The query flow, top to bottom: features → route → embed → retrieve (cascade) → fuse → respond.
+"""Grounded answers, top to bottom: search → compile → generate → parse → cite; or extractive.
 
-Answer generation (prompt compiler, LLM) plugs in after fusion.
+``Answerer.answer`` returns the whole response; ``Answerer.events`` yields it as a stream
+(``route``, ``hits``, ``token``…, ``done``). Whatever the LLM does wrong — refuses to connect,
+answers 429/503 past the budget, hangs, breaks the stream, truncates — the response is a 200
+with the extractive answer and ``degraded: true``, never a partial answer presented as whole.
 """
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
-import datetime as dt
 import logging
 import time
-import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
-from indexers.documents import LEGS, Filters, Hit, HitRef, Leg, SearchQuery, StoredChunk, TierName
-from indexers.embed import AsyncEmbedder
 from indexers.lexical import Analyzer
-from indexers.tiers.base import Tier
-from rag_router.errors import BackendUnavailable, InvalidRequest
-from rag_router.features import extract
-from rag_router.filters import filters_to_json
-from rag_router.fuse import Fused, FusionName, fuse
-from rag_router.metrics import Metrics
-from rag_router.retrieve import Retrieved, retrieve
-from rag_router.route import Policy, Route, RouteName, plan
+from rag_router.extractive import extractive_answer
+from rag_router.llm import Completion, LLMClient, LLMError
+from rag_router.parse import parse_citations, parse_json
+from rag_router.prompting import CompiledPrompt, Constraints, Source, compile_prompt, enforce_limits, render
+from rag_router.search import Searcher, SearchOutcome, SearchParams
 
 log = logging.getLogger(__name__)
 
+Mode = Literal["llm", "extractive"]
+JSON_PROSE_LIMIT = 300  # characters of output with no "{" yet: a JSON answer is not coming
+
 
 @dataclass(frozen=True, slots=True)
-class SearchParams:
-    query: str
-    top_k: int = 10
-    route: RouteName = "auto"
-    filters: Filters = field(default_factory=Filters)
-    legs: tuple[Leg, ...] = LEGS
-    depth: int | None = None  # candidates per leg; default max(top_k, settings depth)
-    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+class AnswerParams:
+    search: SearchParams
+    constraints: Constraints | None = None
+    schema: dict[str, Any] | None = None
+    sources: int = 5
 
 
 @dataclass(slots=True)
-class SearchOutcome:
-    hits: list[Hit]
-    route: Route
-    tiers: list[TierName]  # the tiers actually searched
-    filters: Filters  # the filters actually applied
-    reasons: list[str]
-    timings_ms: dict[str, float]
-    unavailable: list[str]
-    request_id: str
+class AnswerOutcome:
+    search: SearchOutcome
+    mode: Mode
+    answer: str | None = None
+    answer_json: dict[str, Any] | None = None
+    citations: list[dict[str, Any]] = field(default_factory=list)
+    dropped_citations: list[int] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+    llm_error: str | None = None
+    trimmed: bool = False
+    notes: list[str] = field(default_factory=list)  # what the answer could not do as asked, and why
 
     @property
     def degraded(self) -> bool:
-        return bool(self.unavailable)
-
-    def route_json(self) -> dict[str, Any]:
-        return {
-            "tiers": list(self.tiers),
-            "reason": "; ".join(self.reasons),
-            "features": self.route.features.to_json() if self.route.features else {},
-            "filters": filters_to_json(self.filters),
-        }
+        return self.search.degraded or self.llm_error is not None
 
 
-@dataclass(slots=True)
-class _Run:
-    retrieved: Retrieved
-    tiers: list[TierName]
-    filters: Filters
-    reasons: list[str]
-
-
-class Searcher:
-    """Answers ``/v1/search``: owns no clients, only uses the ones it is given."""
-
+class Answerer:
     def __init__(
         self,
         *,
-        embedder: AsyncEmbedder,
+        searcher: Searcher,
         analyzer: Analyzer,
-        tiers: Mapping[TierName, Tier],
-        metrics: Metrics,
-        policy: Policy,
-        domains: Mapping[str, list[str]] | None = None,
-        hot_window_days: int = 365,
-        today: Callable[[], dt.date] = dt.date.today,
-        rrf_k: int = 60,
-        depth: int = 100,
-        timeout_s: float = 5.0,
-        weights: Mapping[str, float] | None = None,
-        fusion: FusionName = "dbsf",
-        languages: frozenset[str] | None = None,
+        count_tokens: Callable[[Sequence[str]], list[int]],
+        llm: LLMClient | None,
+        timeout_s: float,
+        context_tokens: int,
     ) -> None:
-        self._embedder = embedder
+        self._searcher = searcher
         self._analyzer = analyzer
-        self._tiers = tiers
-        self._metrics = metrics
-        self._policy = policy
-        self._domains = dict(domains or {})
-        self._hot_window_days = hot_window_days
-        self._today = today
-        self._rrf_k = rrf_k
-        self._depth = depth
-        self._timeout_s = timeout_s
-        self._weights = dict(weights or {})
-        self._fusion: FusionName = fusion
-        self._languages = languages  # the embedder's; None: any
+        self._count = count_tokens
+        self.llm = llm
+        self._timeout = timeout_s
+        self._context = context_tokens
 
-    def route(self, params: SearchParams) -> Route:
-        today = self._today()
-        features = extract(params.query, today=today, domains=self._domains)
-        return plan(
-            features,
-            params.route,
-            params.filters,
-            policy=self._policy,
-            today=today,
-            hot_window_days=self._hot_window_days,
+    async def _prepare(self, params: AnswerParams) -> tuple[SearchOutcome, CompiledPrompt, float]:
+        deadline = time.monotonic() + self._timeout
+        outcome = await self._searcher.search(params.search)
+        sources = [
+            Source(n, h.chunk_id, h.doc_id, h.chunk.title, h.chunk.text)
+            for n, h in enumerate(outcome.hits[: params.sources], 1)
+        ]
+        features = outcome.route.features
+        prompt = compile_prompt(
+            params.search.query,
+            sources,
+            constraints=params.constraints,
+            domain=features.domain if features else None,
+            count_tokens=self._count,
+            context_tokens=self._context,
+            schema=params.schema,
         )
+        return outcome, prompt, deadline
 
-    async def search(self, params: SearchParams) -> SearchOutcome:
-        if not params.query.strip():
-            raise InvalidRequest("query must not be empty")
-        started = time.perf_counter()
-        deadline = time.monotonic() + self._timeout_s
-        timings: dict[str, float] = {}
+    async def answer(self, params: AnswerParams) -> AnswerOutcome:
+        outcome, prompt, deadline = await self._prepare(params)
+        if self.llm is None or not prompt.sources:
+            return self._extractive(outcome, prompt, params.search.query, None)
+        try:
+            completion = await self.llm.complete(prompt.messages, deadline=deadline, **_llm_params(prompt))
+        except LLMError as exc:
+            return self._extractive(outcome, prompt, params.search.query, exc)
+        return await self._finish(outcome, prompt, completion, deadline, params.search.query)
 
-        with _timer(timings, "features"):
-            route = self.route(params)
-            foreign, language_reason = self._language_weights(route)
-            terms = self._analyzer.query_terms(params.query) if "lexical" in params.legs else []
-        with _timer(timings, "embed"):
-            vector = await self._embedder.embed_query(params.query) if "dense" in params.legs else None
-        query = SearchQuery(
-            text=params.query,
-            terms=terms,
-            vector=vector,
-            filters=route.filters,
-            k=params.depth or max(params.top_k, self._depth),
-            legs=params.legs,
-            payload=False,  # query, then fetch: only the fused top-k are hydrated
+    async def events(self, params: AnswerParams) -> AsyncIterator[tuple[str, Any]]:
+        """(event, data) pairs: route, hits, token (repeated), done (an AnswerOutcome)."""
+        outcome, prompt, deadline = await self._prepare(params)
+        yield "route", outcome
+        yield "hits", outcome
+        if self.llm is None or not prompt.sources:
+            result = self._extractive(outcome, prompt, params.search.query, None)
+            if result.answer:  # the same events as an LLM answer: the text, then done
+                yield "token", result.answer
+            yield "done", result
+            return
+        completion = Completion()
+        try:
+            async for delta in self.llm.stream(
+                prompt.messages, deadline=deadline, result=completion, **_llm_params(prompt)
+            ):
+                if prompt.constraints.format == "json" and _hopeless_json(completion.text):
+                    raise LLMError("the output is prose, not the JSON object asked for")
+                yield "token", delta
+        except LLMError as exc:
+            yield "done", self._extractive(outcome, prompt, params.search.query, exc)
+            return
+        yield "done", await self._finish(outcome, prompt, completion, deadline, params.search.query)
+
+    async def _finish(
+        self,
+        outcome: SearchOutcome,
+        prompt: CompiledPrompt,
+        completion: Completion,
+        deadline: float,
+        question: str,
+    ) -> AnswerOutcome:
+        result = AnswerOutcome(
+            outcome, "llm", finish_reason=completion.finish_reason, usage=completion.usage()
         )
-        run = await self._retrieve(route, query, deadline, trust_dense=not foreign)
-        timings.update(run.retrieved.timings_ms)
-        with _timer(timings, "fuse"):
-            weights = {**self._weights, **route.weights, **foreign}
-            fused = fuse(self._fusion, run.retrieved.legs, k=self._rrf_k, weights=weights, limit=params.top_k)
-        run.reasons.extend(r for r in (language_reason, self._fusion_reason(run.retrieved, weights)) if r)
-        with _timer(timings, "fetch"):
-            hits, failed = await self._hydrate(fused, deadline)
-        run.retrieved.unavailable.extend(t for t in failed if t not in run.retrieved.unavailable)
-        timings["total"] = (time.perf_counter() - started) * 1000
-        self._metrics.observe_search(run.tiers, timings, run.retrieved.unavailable)
-        log.info(
-            "search request_id=%s route=%s tiers=%s hits=%d unavailable=%s total_ms=%.1f reason=%r",
-            params.request_id,
-            params.route,
-            ",".join(run.tiers),
-            len(hits),
-            ",".join(run.retrieved.unavailable) or "-",
-            timings["total"],
-            "; ".join(run.reasons),
-        )
-        return SearchOutcome(
-            hits,
-            route,
-            run.tiers,
-            run.filters,
-            run.reasons,
-            timings,
-            run.retrieved.unavailable,
-            params.request_id,
-        )
+        text = completion.text.strip()
+        if prompt.constraints.format == "json":
+            parsed = parse_json(text)
+            if parsed.value is None and self.llm is not None:
+                parsed = await self._self_repair(prompt, text, parsed.error or "", deadline)
+            if parsed.value is None:
+                log.info("JSON answer unparseable: %s", parsed.error)
+                return self._extractive(
+                    outcome, prompt, question, LLMError(f"unparseable JSON: {parsed.error}")
+                )
+            result.answer_json = parsed.value
+            text = _json_text(parsed.value)
+        else:
+            text, result.trimmed = enforce_limits(text, prompt.constraints)
+        result.answer = text
+        self._cite(result, prompt, text)
+        return result
 
-    def _language_weights(self, route: Route) -> tuple[dict[str, float], str]:
-        """Leg weights for a query the embedder cannot read: its dense ranking is noise, so it
-        gets the policy's ``foreign_dense_weight`` (0: it only fills in below every lexical
-        hit, which keeps a clause filter's documents findable when no word matches)."""
-        language = route.features.language if route.features else None
-        if self._languages is None or language is None or language in self._languages:
-            return {}, ""
-        weight = self._policy.foreign_dense_weight
-        reads = ", ".join(sorted(self._languages))
-        return {
-            "dense": weight
-        }, f"dense weight {weight:g}: the embedder reads {reads}, the query is {language}"
-
-    def _fusion_reason(self, retrieved: Retrieved, weights: Mapping[str, float]) -> str:
-        kinds = sorted({leg.rsplit(".", 1)[-1] for leg in retrieved.legs})
-        if len(kinds) < 2:
-            return ""
-        shown = ", ".join(f"{kind} {weights.get(kind, 1.0):g}" for kind in kinds)
-        method = f"rrf k={self._rrf_k}" if self._fusion == "rrf" else self._fusion
-        return f"fusion {method} ({shown})"
-
-    async def _hydrate(self, fused: list[Fused], deadline: float) -> tuple[list[Hit], list[TierName]]:
-        """The chunks of the fused hits, from the tier each ranked best in (one call per tier).
-
-        A hit whose chunk was deleted between search and fetch is dropped. A tier that fails
-        or misses the deadline here loses its hits and is reported like one that failed the
-        search (degraded), the other tier's hits stay.
-        """
-        wanted: dict[TierName, list[HitRef]] = {}
-        for f in fused:
-            if f.hit.chunk is None:
-                wanted.setdefault(f.tier, []).append(f.hit.ref)
-        found: dict[TierName, dict[HitRef, StoredChunk]] = {}
-        failed: list[TierName] = []
-
-        async def one(tier: TierName, refs: list[HitRef]) -> None:
-            try:
-                async with asyncio.timeout(max(deadline - time.monotonic(), 0.0)):
-                    found[tier] = await self._tiers[tier].hydrate(refs)
-            except Exception as exc:  # like a failed search: degrade, do not fail the request
-                log.warning("tier %s failed to fetch hits: %r", tier, exc)
-                failed.append(tier)
-
-        if len(wanted) == 1:
-            await one(*next(iter(wanted.items())))
-        elif wanted:
-            await asyncio.gather(*(one(t, refs) for t, refs in wanted.items()))
-        hits = []
-        for f in fused:
-            chunk = f.hit.chunk or found.get(f.tier, {}).get(f.hit.ref)
-            if chunk is not None:
-                hits.append(f.to_hit(chunk))
-        return hits, failed
-
-    async def _retrieve(
-        self, route: Route, query: SearchQuery, deadline: float, *, trust_dense: bool
-    ) -> _Run:
-        run = await (
-            self._cascade(route, query, deadline, trust_dense)
-            if route.cascade
-            else self._fixed(route, query, deadline)
-        )
-        enough = self._policy.min_hits_with_implied_filters
-        if not route.has_implied_filters or _distinct(run.retrieved) >= enough:
-            return run
-        both: tuple[TierName, ...] = ("hot", "cold")
-        if tuple(run.tiers) != both:  # first widen to every tier, keeping the filters
-            wider = await retrieve(self._tiers, both, query, deadline=deadline)
-            if _distinct(wider) >= enough:
-                reason = f"{_distinct(run.retrieved)} hits in {'+'.join(run.tiers)}: widened to hot and cold"
-                return _Run(wider, list(both), run.filters, [*run.reasons, reason])
-        implied = [k for k in query.filters.keywords if k not in route.relaxed.keywords]
-        dropped: list[str] = []  # then drop the lesser implied filters, one more at a time
-        for key in self._policy.relax_first:
-            if key not in implied or len(implied) <= len(dropped) + 1:
-                continue
-            dropped.append(key)
-            keywords = {k: v for k, v in query.filters.keywords.items() if k not in dropped}
-            narrower = dataclasses.replace(query.filters, keywords=keywords)
-            found = await retrieve(
-                self._tiers, both, dataclasses.replace(query, filters=narrower), deadline=deadline
+    async def _self_repair(self, prompt: CompiledPrompt, broken: str, error: str, deadline: float) -> Any:
+        """At most one LLM call to fix a JSON answer the repairers could not."""
+        assert self.llm is not None
+        message = render("repair.j2", broken=broken, error=error, fields=list(prompt.constraints.json_fields))
+        try:
+            fixed = await self.llm.complete(
+                [{"role": "user", "content": message}], deadline=deadline, **_llm_params(prompt)
             )
-            if _distinct(found) >= enough:
-                reason = f"nothing matched with {', '.join(dropped)}: dropped {', '.join(dropped)}"
-                return _Run(found, list(both), narrower, [*run.reasons, reason])
-        relaxed = dataclasses.replace(query, filters=route.relaxed)
-        retry = await retrieve(self._tiers, both, relaxed, deadline=deadline)
-        reason = f"implied filters left {_distinct(run.retrieved)} hits: dropped them, searched hot and cold"
-        return _Run(retry, list(both), route.relaxed, [*run.reasons, reason])
+        except LLMError as exc:
+            log.info("self-repair call failed: %s", exc)
+            return parse_json("")
+        return parse_json(fixed.text)
 
-    async def _fixed(self, route: Route, query: SearchQuery, deadline: float) -> _Run:
-        retrieved = await retrieve(self._tiers, route.tiers, query, deadline=deadline)
-        return _Run(retrieved, list(route.tiers), route.filters, list(route.reasons))
+    def _extractive(
+        self, outcome: SearchOutcome, prompt: CompiledPrompt, question: str, error: Exception | None
+    ) -> AnswerOutcome:
+        if error is not None:
+            log.warning("LLM answer failed, answering extractively: %s", error)
+        stored = {h.chunk_id: h.chunk.text for h in outcome.hits}  # quoted as stored, not as cleaned
+        sources = [replace(s, text=stored.get(s.chunk_id, s.text)) for s in prompt.sources]
+        text = extractive_answer(question, sources, prompt.constraints, self._analyzer)
+        result = AnswerOutcome(outcome, "extractive", answer=text, llm_error=str(error) if error else None)
+        if prompt.constraints.format == "json" and sources:
+            top = next(h for h in outcome.hits if h.chunk_id == sources[0].chunk_id)
+            result.answer_json = extractive_json(text, prompt.constraints.json_fields, top.chunk.metadata)
+            result.notes.append(
+                "extractive answer (no LLM): answer_json holds the quoted sentences under 'answer' and "
+                "other fields from the top source's metadata where it has them, else null"
+            )
+        self._cite(result, prompt, text)
+        return result
 
-    async def _cascade(self, route: Route, query: SearchQuery, deadline: float, trust_dense: bool) -> _Run:
-        """Hot first; cold too when hot fails or its best dense match is below the threshold.
-
-        The threshold is a cosine of the embedder: for a query in a language it does not read
-        (``trust_dense`` False) that cosine means nothing, so both tiers are searched at once.
-        """
-        reasons = list(route.reasons)
-        if not trust_dense:
-            reasons.append("the embedder cannot judge this query: hot and cold searched")
-            run = await self._fixed(dataclasses.replace(route, tiers=("hot", "cold")), query, deadline)
-            return _Run(run.retrieved, run.tiers, run.filters, reasons)
-        threshold = self._policy.cascade_min_score
-        try:
-            first = await retrieve(self._tiers, ("hot",), query, deadline=deadline)
-        except BackendUnavailable:
-            first = Retrieved(unavailable=["hot"])
-        dense = first.legs.get("hot.dense", [])
-        best = dense[0].score if dense else None
-        if best is not None and best >= threshold and "dense" in query.legs:
-            reasons.append(f"hot's best match {best:.2f} ≥ {threshold:g}: cold skipped")
-            return _Run(first, ["hot"], route.filters, reasons)
-        shown = "none" if best is None else f"{best:.2f}"
-        reasons.append(f"hot's best match {shown} < {threshold:g}: cold searched too")
-        try:
-            second = await retrieve(self._tiers, ("cold",), query, deadline=deadline)
-        except BackendUnavailable:
-            if not first.legs:
-                raise BackendUnavailable("no retrieval backend answered (hot, cold)") from None
-            second = Retrieved(unavailable=["cold"])
-        merged = Retrieved(
-            legs={**first.legs, **second.legs},
-            timings_ms={**first.timings_ms, **second.timings_ms},
-            unavailable=[*first.unavailable, *second.unavailable],
-        )
-        return _Run(merged, ["hot", "cold"], route.filters, reasons)
+    @staticmethod
+    def _cite(result: AnswerOutcome, prompt: CompiledPrompt, text: str) -> None:
+        cited = parse_citations(text, len(prompt.sources))
+        by_n = {s.n: s for s in prompt.sources}
+        result.citations = [
+            {"n": n, "chunk_id": by_n[n].chunk_id, "doc_id": by_n[n].doc_id} for n in cited.numbers
+        ]
+        result.dropped_citations = cited.dropped
 
 
-def _distinct(retrieved: Retrieved) -> int:
-    return len({h.key for hits in retrieved.legs.values() for h in hits})
+def extractive_json(text: str, fields: Sequence[str], metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON object asked for, without an LLM: the answer text, and the fields the top source's
+    metadata has ("article", "law", "date", ...); null for the rest."""
+    names = list(fields) or ["answer"]
+    answer = "answer" if "answer" in names else names[0]
+    return {name: text if name == answer else metadata.get(name) for name in names}
 
 
-@contextmanager
-def _timer(timings: dict[str, float], name: str) -> Iterator[None]:
-    started = time.perf_counter()
-    try:
-        yield
-    finally:
-        timings[name] = (time.perf_counter() - started) * 1000
+def _llm_params(prompt: CompiledPrompt) -> dict[str, Any]:
+    return {"max_tokens": prompt.max_tokens, "response_format": prompt.response_format}
 
 
-def hits_by_doc(hits: Sequence[Hit]) -> list[str]:
-    """Document ids in first-hit order (a document ranks where its best chunk ranks)."""
-    return list(dict.fromkeys(h.doc_id for h in hits))
+def _hopeless_json(text: str) -> bool:
+    return "{" not in text and len(text.strip()) > JSON_PROSE_LIMIT
+
+
+def _json_text(value: dict[str, Any]) -> str:
+    """The JSON answer's string values, for citations and for clients that show text."""
+    parts = [v for v in value.values() if isinstance(v, str)]
+    return " ".join(parts)

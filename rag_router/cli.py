@@ -26,10 +26,10 @@ from indexers.manifest import IndexMismatch
 from indexers.pipeline import IngestReport, Placement
 from indexers.retier import RetierReport
 from indexers.retier import retier as run_retier
-from rag_router.answer import SearchParams
 from rag_router.datasets import CATALOGUE, DatasetError, fetch
 from rag_router.evaluate import SUMMARY_KEYS, Dataset, load_dataset, run_queries, split_dates
 from rag_router.owner import current_owner, holding
+from rag_router.search import SearchParams
 from rag_router.services import Services, build_services
 from rag_router.settings import Settings, get_settings
 

@@ -24,8 +24,8 @@ import pytrec_eval
 
 from indexers.documents import LEGS, Document, Leg
 from indexers.load import load_jsonl
-from rag_router.answer import Searcher, SearchParams, hits_by_doc
 from rag_router.route import RouteName
+from rag_router.search import Searcher, SearchParams, hits_by_doc
 
 Qrels = dict[str, dict[str, int]]
 # The headline figures of a report, in the order people read them.

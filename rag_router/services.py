@@ -27,11 +27,11 @@ from indexers.pipeline import Pipeline
 from indexers.tiers.base import Tier, TierUnavailable
 from indexers.tiers.local_cold import LocalColdTier
 from indexers.tiers.qdrant_edge import QdrantEdgeTier
-from rag_router.answer import Searcher
-from rag_router.generate import Answerer
+from rag_router.answer import Answerer
 from rag_router.llm import LLMClient
 from rag_router.metrics import Metrics
 from rag_router.route import PROMPTS, Policy
+from rag_router.search import Searcher
 from rag_router.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -12,11 +12,11 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from rag_router.answer import AnswerOutcome, AnswerParams
 from rag_router.api.errors import STATUS, envelope
 from rag_router.api.routes import _ERRORS, Svc, Tenant, search_params
 from rag_router.api.schemas import SearchRequest, SearchResponse
 from rag_router.errors import InvalidRequest, RagError
-from rag_router.generate import AnswerOutcome, AnswerParams
 from rag_router.prompting import Constraints
 
 router = APIRouter()

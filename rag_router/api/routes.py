@@ -11,7 +11,6 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from indexers.chunk import rebuild
 from indexers.documents import Document, StoredChunk, TierName, content_hash
 from indexers.jobs import JobState
-from rag_router.answer import SearchParams
 from rag_router.api.errors import request_id
 from rag_router.api.schemas import (
     ChunkOut,
@@ -28,6 +27,7 @@ from rag_router.api.schemas import (
 )
 from rag_router.errors import NotFound, PayloadTooLarge, Unauthorized
 from rag_router.filters import parse_filters
+from rag_router.search import SearchParams
 from rag_router.services import Services
 
 router = APIRouter()

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from indexers.documents import parse_date
-from rag_router.answer import SearchOutcome
+from rag_router.search import SearchOutcome
 
 
 class Strict(BaseModel):

@@ -13,9 +13,9 @@ from fastapi.testclient import TestClient
 
 from indexers.documents import Document
 from indexers.embed import SentenceTransformerEmbedder
-from rag_router.answer import Searcher, SearchParams
 from rag_router.api import create_app
 from rag_router.route import Policy
+from rag_router.search import Searcher, SearchParams
 from rag_router.settings import Settings
 from tests.conftest import doc_json, loaded_app
 

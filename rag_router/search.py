@@ -1,0 +1,325 @@
+"""The search flow, top to bottom: features → route → embed → retrieve (cascade) → fuse → hydrate.
+
+Answers (rag_router/answer.py: prompt compiler, LLM) are built on top of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from indexers.documents import LEGS, Filters, Hit, HitRef, Leg, SearchQuery, StoredChunk, TierName
+from indexers.embed import AsyncEmbedder
+from indexers.lexical import Analyzer
+from indexers.tiers.base import Tier
+from rag_router.errors import BackendUnavailable, InvalidRequest
+from rag_router.features import extract
+from rag_router.filters import filters_to_json
+from rag_router.fuse import Fused, FusionName, fuse
+from rag_router.metrics import Metrics
+from rag_router.retrieve import Retrieved, retrieve
+from rag_router.route import Policy, Route, RouteName, plan
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchParams:
+    query: str
+    top_k: int = 10
+    route: RouteName = "auto"
+    filters: Filters = field(default_factory=Filters)
+    legs: tuple[Leg, ...] = LEGS
+    depth: int | None = None  # candidates per leg; default max(top_k, settings depth)
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+@dataclass(slots=True)
+class SearchOutcome:
+    hits: list[Hit]
+    route: Route
+    tiers: list[TierName]  # the tiers actually searched
+    filters: Filters  # the filters actually applied
+    reasons: list[str]
+    timings_ms: dict[str, float]
+    unavailable: list[str]
+    request_id: str
+
+    @property
+    def degraded(self) -> bool:
+        return bool(self.unavailable)
+
+    def route_json(self) -> dict[str, Any]:
+        return {
+            "tiers": list(self.tiers),
+            "reason": "; ".join(self.reasons),
+            "features": self.route.features.to_json() if self.route.features else {},
+            "filters": filters_to_json(self.filters),
+        }
+
+
+@dataclass(slots=True)
+class _Run:
+    retrieved: Retrieved
+    tiers: list[TierName]
+    filters: Filters
+    reasons: list[str]
+
+
+class Searcher:
+    """Answers ``/v1/search``: owns no clients, only uses the ones it is given."""
+
+    def __init__(
+        self,
+        *,
+        embedder: AsyncEmbedder,
+        analyzer: Analyzer,
+        tiers: Mapping[TierName, Tier],
+        metrics: Metrics,
+        policy: Policy,
+        domains: Mapping[str, list[str]] | None = None,
+        hot_window_days: int = 365,
+        today: Callable[[], dt.date] = dt.date.today,
+        rrf_k: int = 60,
+        depth: int = 100,
+        timeout_s: float = 5.0,
+        weights: Mapping[str, float] | None = None,
+        fusion: FusionName = "dbsf",
+        languages: frozenset[str] | None = None,
+    ) -> None:
+        self._embedder = embedder
+        self._analyzer = analyzer
+        self._tiers = tiers
+        self._metrics = metrics
+        self._policy = policy
+        self._domains = dict(domains or {})
+        self._hot_window_days = hot_window_days
+        self._today = today
+        self._rrf_k = rrf_k
+        self._depth = depth
+        self._timeout_s = timeout_s
+        self._weights = dict(weights or {})
+        self._fusion: FusionName = fusion
+        self._languages = languages  # the embedder's; None: any
+
+    def route(self, params: SearchParams) -> Route:
+        today = self._today()
+        features = extract(params.query, today=today, domains=self._domains)
+        return plan(
+            features,
+            params.route,
+            params.filters,
+            policy=self._policy,
+            today=today,
+            hot_window_days=self._hot_window_days,
+        )
+
+    async def search(self, params: SearchParams) -> SearchOutcome:
+        if not params.query.strip():
+            raise InvalidRequest("query must not be empty")
+        started = time.perf_counter()
+        deadline = time.monotonic() + self._timeout_s
+        timings: dict[str, float] = {}
+
+        with _timer(timings, "features"):
+            route = self.route(params)
+            foreign, language_reason = self._language_weights(route)
+            terms = self._analyzer.query_terms(params.query) if "lexical" in params.legs else []
+        with _timer(timings, "embed"):
+            vector = await self._embedder.embed_query(params.query) if "dense" in params.legs else None
+        query = SearchQuery(
+            text=params.query,
+            terms=terms,
+            vector=vector,
+            filters=route.filters,
+            k=params.depth or max(params.top_k, self._depth),
+            legs=params.legs,
+            payload=False,  # query, then fetch: only the fused top-k are hydrated
+        )
+        run = await self._retrieve(route, query, deadline, trust_dense=not foreign)
+        timings.update(run.retrieved.timings_ms)
+        with _timer(timings, "fuse"):
+            weights = {**self._weights, **route.weights, **foreign}
+            fused = fuse(self._fusion, run.retrieved.legs, k=self._rrf_k, weights=weights, limit=params.top_k)
+        run.reasons.extend(r for r in (language_reason, self._fusion_reason(run.retrieved, weights)) if r)
+        with _timer(timings, "fetch"):
+            hits, failed = await self._hydrate(fused, deadline)
+        run.retrieved.unavailable.extend(t for t in failed if t not in run.retrieved.unavailable)
+        timings["total"] = (time.perf_counter() - started) * 1000
+        self._metrics.observe_search(run.tiers, timings, run.retrieved.unavailable)
+        log.info(
+            "search request_id=%s route=%s tiers=%s hits=%d unavailable=%s total_ms=%.1f reason=%r",
+            params.request_id,
+            params.route,
+            ",".join(run.tiers),
+            len(hits),
+            ",".join(run.retrieved.unavailable) or "-",
+            timings["total"],
+            "; ".join(run.reasons),
+        )
+        return SearchOutcome(
+            hits,
+            route,
+            run.tiers,
+            run.filters,
+            run.reasons,
+            timings,
+            run.retrieved.unavailable,
+            params.request_id,
+        )
+
+    def _language_weights(self, route: Route) -> tuple[dict[str, float], str]:
+        """Leg weights for a query the embedder cannot read: its dense ranking is noise, so it
+        gets the policy's ``foreign_dense_weight`` (0: it only fills in below every lexical
+        hit, which keeps a clause filter's documents findable when no word matches)."""
+        language = route.features.language if route.features else None
+        if self._languages is None or language is None or language in self._languages:
+            return {}, ""
+        weight = self._policy.foreign_dense_weight
+        reads = ", ".join(sorted(self._languages))
+        return {
+            "dense": weight
+        }, f"dense weight {weight:g}: the embedder reads {reads}, the query is {language}"
+
+    def _fusion_reason(self, retrieved: Retrieved, weights: Mapping[str, float]) -> str:
+        kinds = sorted({leg.rsplit(".", 1)[-1] for leg in retrieved.legs})
+        if len(kinds) < 2:
+            return ""
+        shown = ", ".join(f"{kind} {weights.get(kind, 1.0):g}" for kind in kinds)
+        method = f"rrf k={self._rrf_k}" if self._fusion == "rrf" else self._fusion
+        return f"fusion {method} ({shown})"
+
+    async def _hydrate(self, fused: list[Fused], deadline: float) -> tuple[list[Hit], list[TierName]]:
+        """The chunks of the fused hits, from the tier each ranked best in (one call per tier).
+
+        A hit whose chunk was deleted between search and fetch is dropped. A tier that fails
+        or misses the deadline here loses its hits and is reported like one that failed the
+        search (degraded), the other tier's hits stay.
+        """
+        wanted: dict[TierName, list[HitRef]] = {}
+        for f in fused:
+            if f.hit.chunk is None:
+                wanted.setdefault(f.tier, []).append(f.hit.ref)
+        found: dict[TierName, dict[HitRef, StoredChunk]] = {}
+        failed: list[TierName] = []
+
+        async def one(tier: TierName, refs: list[HitRef]) -> None:
+            try:
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0.0)):
+                    found[tier] = await self._tiers[tier].hydrate(refs)
+            except Exception as exc:  # like a failed search: degrade, do not fail the request
+                log.warning("tier %s failed to fetch hits: %r", tier, exc)
+                failed.append(tier)
+
+        if len(wanted) == 1:
+            await one(*next(iter(wanted.items())))
+        elif wanted:
+            await asyncio.gather(*(one(t, refs) for t, refs in wanted.items()))
+        hits = []
+        for f in fused:
+            chunk = f.hit.chunk or found.get(f.tier, {}).get(f.hit.ref)
+            if chunk is not None:
+                hits.append(f.to_hit(chunk))
+        return hits, failed
+
+    async def _retrieve(
+        self, route: Route, query: SearchQuery, deadline: float, *, trust_dense: bool
+    ) -> _Run:
+        run = await (
+            self._cascade(route, query, deadline, trust_dense)
+            if route.cascade
+            else self._fixed(route, query, deadline)
+        )
+        enough = self._policy.min_hits_with_implied_filters
+        if not route.has_implied_filters or _distinct(run.retrieved) >= enough:
+            return run
+        both: tuple[TierName, ...] = ("hot", "cold")
+        if tuple(run.tiers) != both:  # first widen to every tier, keeping the filters
+            wider = await retrieve(self._tiers, both, query, deadline=deadline)
+            if _distinct(wider) >= enough:
+                reason = f"{_distinct(run.retrieved)} hits in {'+'.join(run.tiers)}: widened to hot and cold"
+                return _Run(wider, list(both), run.filters, [*run.reasons, reason])
+        implied = [k for k in query.filters.keywords if k not in route.relaxed.keywords]
+        dropped: list[str] = []  # then drop the lesser implied filters, one more at a time
+        for key in self._policy.relax_first:
+            if key not in implied or len(implied) <= len(dropped) + 1:
+                continue
+            dropped.append(key)
+            keywords = {k: v for k, v in query.filters.keywords.items() if k not in dropped}
+            narrower = dataclasses.replace(query.filters, keywords=keywords)
+            found = await retrieve(
+                self._tiers, both, dataclasses.replace(query, filters=narrower), deadline=deadline
+            )
+            if _distinct(found) >= enough:
+                reason = f"nothing matched with {', '.join(dropped)}: dropped {', '.join(dropped)}"
+                return _Run(found, list(both), narrower, [*run.reasons, reason])
+        relaxed = dataclasses.replace(query, filters=route.relaxed)
+        retry = await retrieve(self._tiers, both, relaxed, deadline=deadline)
+        reason = f"implied filters left {_distinct(run.retrieved)} hits: dropped them, searched hot and cold"
+        return _Run(retry, list(both), route.relaxed, [*run.reasons, reason])
+
+    async def _fixed(self, route: Route, query: SearchQuery, deadline: float) -> _Run:
+        retrieved = await retrieve(self._tiers, route.tiers, query, deadline=deadline)
+        return _Run(retrieved, list(route.tiers), route.filters, list(route.reasons))
+
+    async def _cascade(self, route: Route, query: SearchQuery, deadline: float, trust_dense: bool) -> _Run:
+        """Hot first; cold too when hot fails or its best dense match is below the threshold.
+
+        The threshold is a cosine of the embedder: for a query in a language it does not read
+        (``trust_dense`` False) that cosine means nothing, so both tiers are searched at once.
+        """
+        reasons = list(route.reasons)
+        if not trust_dense:
+            reasons.append("the embedder cannot judge this query: hot and cold searched")
+            run = await self._fixed(dataclasses.replace(route, tiers=("hot", "cold")), query, deadline)
+            return _Run(run.retrieved, run.tiers, run.filters, reasons)
+        threshold = self._policy.cascade_min_score
+        try:
+            first = await retrieve(self._tiers, ("hot",), query, deadline=deadline)
+        except BackendUnavailable:
+            first = Retrieved(unavailable=["hot"])
+        dense = first.legs.get("hot.dense", [])
+        best = dense[0].score if dense else None
+        if best is not None and best >= threshold and "dense" in query.legs:
+            reasons.append(f"hot's best match {best:.2f} ≥ {threshold:g}: cold skipped")
+            return _Run(first, ["hot"], route.filters, reasons)
+        shown = "none" if best is None else f"{best:.2f}"
+        reasons.append(f"hot's best match {shown} < {threshold:g}: cold searched too")
+        try:
+            second = await retrieve(self._tiers, ("cold",), query, deadline=deadline)
+        except BackendUnavailable:
+            if not first.legs:
+                raise BackendUnavailable("no retrieval backend answered (hot, cold)") from None
+            second = Retrieved(unavailable=["cold"])
+        merged = Retrieved(
+            legs={**first.legs, **second.legs},
+            timings_ms={**first.timings_ms, **second.timings_ms},
+            unavailable=[*first.unavailable, *second.unavailable],
+        )
+        return _Run(merged, ["hot", "cold"], route.filters, reasons)
+
+
+def _distinct(retrieved: Retrieved) -> int:
+    return len({h.key for hits in retrieved.legs.values() for h in hits})
+
+
+@contextmanager
+def _timer(timings: dict[str, float], name: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[name] = (time.perf_counter() - started) * 1000
+
+
+def hits_by_doc(hits: Sequence[Hit]) -> list[str]:
+    """Document ids in first-hit order (a document ranks where its best chunk ranks)."""
+    return list(dict.fromkeys(h.doc_id for h in hits))
