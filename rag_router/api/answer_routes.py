@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from rag_router.answer import AnswerOutcome, AnswerParams
-from rag_router.api.errors import STATUS, envelope
-from rag_router.api.routes import _ERRORS, Svc, Tenant, search_params
+from rag_router.api.errors import ERROR_RESPONSES, error_response
+from rag_router.api.routes import Svc, Tenant, search_params
 from rag_router.api.schemas import SearchRequest, SearchResponse
 from rag_router.errors import InvalidRequest, RagError
 from rag_router.prompting import Constraints
@@ -91,7 +91,7 @@ def _params(
     )
 
 
-@router.post("/v1/answer", response_model=AnswerResponse, responses=_ERRORS)
+@router.post("/v1/answer", response_model=AnswerResponse, responses=ERROR_RESPONSES)
 async def answer(body: AnswerRequest, request: Request, svc: Svc, tenant: Tenant) -> Any:
     params = _params(body, request, tenant, body.constraints)
     if not body.stream:
@@ -116,11 +116,7 @@ async def _answer_events(svc: Any, params: AnswerParams, request: Request) -> As
                 svc.metrics.answers.labels(mode=data.mode, degraded=str(data.degraded).lower()).inc()
                 yield ServerSentEvent(AnswerResponse.from_answer(data).model_dump_json(), event="done")
     except RagError as exc:
-        status = next((s for cls, s in STATUS.items() if isinstance(exc, cls)), 500)
-        response = envelope(
-            request, status, exc.code, exc.message, "client_error" if status < 500 else "server_error"
-        )
-        yield ServerSentEvent(bytes(response.body).decode(), event="error")
+        yield ServerSentEvent(bytes(error_response(request, exc).body).decode(), event="error")
 
 
 # OpenAI-compatible chat ------------------------------------------------------------------------
@@ -168,7 +164,7 @@ def _rag_extension(result: AnswerOutcome) -> dict[str, Any]:
     }
 
 
-@router.post("/v1/chat/completions", responses=_ERRORS)
+@router.post("/v1/chat/completions", responses=ERROR_RESPONSES)
 async def chat_completions(body: ChatRequest, request: Request, svc: Svc, tenant: Tenant) -> Any:
     query = SearchRequest(query=_last_user_text(body), top_k=svc.settings.llm.sources)
     params = _params(query, request, tenant, None)

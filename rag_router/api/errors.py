@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from rag_router.api.schemas import ErrorEnvelope
 from rag_router.errors import (
     BackendUnavailable,
     InvalidRequest,
@@ -32,6 +33,25 @@ STATUS: dict[type[RagError], int] = {
     BackendUnavailable: 503,
 }
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large", 401: "unauthorized"}
+
+
+# The error responses every endpoint documents in the OpenAPI schema (the one envelope).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorEnvelope} for code in (401, 404, 413, 422, 503)
+}
+
+
+def status_of(exc: RagError) -> int:
+    """The HTTP status of a service error (the one table: ``STATUS``)."""
+    return next((s for cls, s in STATUS.items() if isinstance(exc, cls)), 500)
+
+
+def error_response(request: Request, exc: RagError) -> JSONResponse:
+    """A service error as its envelope (Retry-After on 503)."""
+    status = status_of(exc)
+    headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, BackendUnavailable) else None
+    kind = "client_error" if status < 500 else "server_error"
+    return envelope(request, status, exc.code, exc.message, kind, headers)
 
 
 def request_id(request: Request) -> str:
@@ -61,10 +81,7 @@ def _describe(errors: Any) -> str:
 def install(app: FastAPI) -> None:
     @app.exception_handler(RagError)
     async def rag_error(request: Request, exc: RagError) -> JSONResponse:
-        status = next((s for cls, s in STATUS.items() if isinstance(exc, cls)), 500)
-        headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, BackendUnavailable) else None
-        kind = "client_error" if status < 500 else "server_error"
-        return envelope(request, status, exc.code, exc.message, kind, headers)
+        return error_response(request, exc)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

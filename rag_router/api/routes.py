@@ -11,14 +11,13 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from indexers.chunk import rebuild
 from indexers.documents import Document, StoredChunk, TierName, content_hash
 from indexers.jobs import JobState
-from rag_router.api.errors import request_id
+from rag_router.api.errors import ERROR_RESPONSES, request_id
 from rag_router.api.schemas import (
     ChunkOut,
     DocumentOut,
     DocumentResult,
     DocumentsRequest,
     DocumentsResponse,
-    ErrorEnvelope,
     JobCreated,
     JobError,
     JobOut,
@@ -31,9 +30,6 @@ from rag_router.search import SearchParams
 from rag_router.services import Services
 
 router = APIRouter()
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorEnvelope} for code in (401, 404, 413, 422, 503)
-}
 
 
 async def services(request: Request) -> Services:
@@ -96,7 +92,7 @@ def search_params(body: SearchRequest, request: Request, tenant: str) -> SearchP
     )
 
 
-@router.post("/v1/search", response_model=SearchResponse, responses=_ERRORS)
+@router.post("/v1/search", response_model=SearchResponse, responses=ERROR_RESPONSES)
 async def search(body: SearchRequest, request: Request, svc: Svc, tenant: Tenant) -> SearchResponse:
     return SearchResponse.from_outcome(await svc.searcher.search(search_params(body, request, tenant)))
 
@@ -114,7 +110,7 @@ def _documents(body: DocumentsRequest, tenant: str) -> list[Document]:
     ]
 
 
-@router.post("/v1/documents", response_model=DocumentsResponse, responses=_ERRORS)
+@router.post("/v1/documents", response_model=DocumentsResponse, responses=ERROR_RESPONSES)
 async def add_documents(body: DocumentsRequest, svc: Svc, tenant: Tenant) -> DocumentsResponse:
     limit = svc.settings.max_documents_per_request
     if len(body.documents) > limit:
@@ -141,7 +137,7 @@ async def _stored(svc: Services, tenant: str, doc_id: str) -> list[tuple[TierNam
     return found
 
 
-@router.get("/v1/documents/{doc_id:path}", response_model=DocumentOut, responses=_ERRORS)
+@router.get("/v1/documents/{doc_id:path}", response_model=DocumentOut, responses=ERROR_RESPONSES)
 async def get_document(doc_id: str, svc: Svc, tenant: Tenant) -> DocumentOut:
     found = await _stored(svc, tenant, doc_id)
     first = found[0][1]
@@ -159,7 +155,7 @@ async def get_document(doc_id: str, svc: Svc, tenant: Tenant) -> DocumentOut:
     )
 
 
-@router.delete("/v1/documents/{doc_id:path}", responses=_ERRORS)
+@router.delete("/v1/documents/{doc_id:path}", responses=ERROR_RESPONSES)
 async def delete_document(doc_id: str, svc: Svc, tenant: Tenant) -> dict[str, Any]:
     found = await _stored(svc, tenant, doc_id)
     for name in {t for t, _ in found}:
@@ -167,7 +163,7 @@ async def delete_document(doc_id: str, svc: Svc, tenant: Tenant) -> dict[str, An
     return {"id": doc_id, "deleted_chunks": len(found)}
 
 
-@router.post("/v1/ingest/jobs", status_code=202, response_model=JobCreated, responses=_ERRORS)
+@router.post("/v1/ingest/jobs", status_code=202, response_model=JobCreated, responses=ERROR_RESPONSES)
 async def create_job(body: DocumentsRequest, svc: Svc, tenant: Tenant) -> JobCreated:
     """Accepted once the job and all its documents are durably in the job ledger."""
     return JobCreated(job_id=await svc.jobs.submit(tenant, body.tier, _documents(body, tenant)))
@@ -190,12 +186,12 @@ def _job_out(state: JobState | None, tenant: str, job_id: str) -> JobOut:
     )
 
 
-@router.get("/v1/ingest/jobs/{job_id}", response_model=JobOut, responses=_ERRORS)
+@router.get("/v1/ingest/jobs/{job_id}", response_model=JobOut, responses=ERROR_RESPONSES)
 async def get_job(job_id: str, svc: Svc, tenant: Tenant) -> JobOut:
     return _job_out(await svc.jobs.get(job_id), tenant, job_id)
 
 
-@router.delete("/v1/ingest/jobs/{job_id}", response_model=JobOut, responses=_ERRORS)
+@router.delete("/v1/ingest/jobs/{job_id}", response_model=JobOut, responses=ERROR_RESPONSES)
 async def cancel_job(job_id: str, svc: Svc, tenant: Tenant) -> JobOut:
     """Cancels a queued or running job (a running one stops between batches); finished ones stay."""
     _job_out(await svc.jobs.get(job_id), tenant, job_id)
