@@ -47,6 +47,13 @@ class Metrics:
             "rag_ingested_documents", "documents ingested by outcome", ["status"], registry=self.registry
         )
         self.ingested_chunks = Counter("rag_ingested_chunks", "chunks written", registry=self.registry)
+        self.rejected = Counter(
+            "rag_rejected_requests", "requests refused by admission control", registry=self.registry
+        )
+        self._answer_metrics()
+        self._query_lane_metrics()
+
+    def _answer_metrics(self) -> None:
         self.llm_ttft = Histogram(
             "rag_llm_ttft_seconds", "time to the first answer token", buckets=_BUCKETS, registry=self.registry
         )
@@ -56,6 +63,12 @@ class Metrics:
             buckets=(0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32),
             registry=self.registry,
         )
+        self.llm_tokens = Counter("rag_llm_tokens", "LLM tokens by kind", ["kind"], registry=self.registry)
+        self.answers = Counter(
+            "rag_answers", "answers by mode and outcome", ["mode", "degraded"], registry=self.registry
+        )
+
+    def _query_lane_metrics(self) -> None:
         self.query_batch = Histogram(
             "rag_query_batch_size",
             "queries per embedder forward pass",
@@ -67,13 +80,6 @@ class Metrics:
             "time a query waited for its forward pass",
             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
             registry=self.registry,
-        )
-        self.rejected = Counter(
-            "rag_rejected_requests", "requests refused by admission control", registry=self.registry
-        )
-        self.llm_tokens = Counter("rag_llm_tokens", "LLM tokens by kind", ["kind"], registry=self.registry)
-        self.answers = Counter(
-            "rag_answers", "answers by mode and outcome", ["mode", "degraded"], registry=self.registry
         )
 
     def observe_query_batch(self, size: int, waits: Sequence[float]) -> None:

@@ -182,36 +182,15 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         except TierUnavailable as exc:  # a server not up yet: start anyway, /readyz says 503
             log.warning("%s tier (%s) unavailable at start: %s", name, tier.engine, exc)
     metrics = Metrics()
-    e = settings.embedding
-    lane, solo = query_models(embedder, e.query_workers)
-    embed_worker = AsyncEmbedder(
-        embedder,
-        query_models=lane,
-        query_solo=solo,
-        query_batch=e.query_batch,
-        query_wait_s=e.query_wait_ms / 1000,
-        query_cache=e.query_cache,
-        observe=metrics.observe_query_batch,
-        nice=settings.thread_nice,
-    )
-    chunker = Chunker(
-        embedder.count_tokens,
-        max_tokens=settings.chunk.max_tokens,
-        overlap_tokens=settings.chunk.overlap_tokens,
-    )
-    cache = (
-        EmbeddingCache(
-            settings.data_dir / "embed-cache.sqlite",
-            model=embedder.model_name,
-            dim=embedder.dim,
-            max_entries=settings.ingest.embed_cache_entries,
-        )
-        if settings.ingest.embed_cache_entries
-        else None
-    )
+    embed_worker = build_embed_worker(settings, embedder, metrics)
+    cache = build_embed_cache(settings, embedder)
     pipeline = Pipeline(
         embedder=embed_worker,
-        chunker=chunker,
+        chunker=Chunker(
+            embedder.count_tokens,
+            max_tokens=settings.chunk.max_tokens,
+            overlap_tokens=settings.chunk.overlap_tokens,
+        ),
         tiers=tiers,
         hot_window_days=settings.tiers.hot_window_days,
         batch_chunks=settings.ingest.batch_chunks,
@@ -246,6 +225,33 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
     )
     return Services(
         settings, embedder, analyzer, tiers, pipeline, searcher, metrics, embed_worker, jobs, answerer, cache
+    )
+
+
+def build_embed_worker(settings: Settings, embedder: Embedder, metrics: Metrics) -> AsyncEmbedder:
+    """The embedder's two lanes: micro-batched queries and bulk ingestion."""
+    e = settings.embedding
+    lane, solo = query_models(embedder, e.query_workers)
+    return AsyncEmbedder(
+        embedder,
+        query_models=lane,
+        query_solo=solo,
+        query_batch=e.query_batch,
+        query_wait_s=e.query_wait_ms / 1000,
+        query_cache=e.query_cache,
+        observe=metrics.observe_query_batch,
+        nice=settings.thread_nice,
+    )
+
+
+def build_embed_cache(settings: Settings, embedder: Embedder) -> EmbeddingCache | None:
+    if not settings.ingest.embed_cache_entries:
+        return None
+    return EmbeddingCache(
+        settings.data_dir / "embed-cache.sqlite",
+        model=embedder.model_name,
+        dim=embedder.dim,
+        max_entries=settings.ingest.embed_cache_entries,
     )
 
 
