@@ -42,7 +42,7 @@ class SearchParams:
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class SearchOutcome:
     hits: list[Hit]
     route: Route
@@ -166,14 +166,14 @@ class Searcher:
             "; ".join(run.reasons),
         )
         return SearchOutcome(
-            hits,
-            route,
-            run.tiers,
-            run.filters,
-            run.reasons,
-            timings,
-            run.retrieved.unavailable,
-            params.request_id,
+            hits=hits,
+            route=route,
+            tiers=run.tiers,
+            filters=run.filters,
+            reasons=run.reasons,
+            timings_ms=timings,
+            unavailable=run.retrieved.unavailable,
+            request_id=params.request_id,
         )
 
     def _language_weights(self, route: Route) -> tuple[dict[str, float], str]:

@@ -37,7 +37,7 @@ from rag_router.settings import Settings
 log = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Services:
     settings: Settings
     embedder: Embedder
@@ -224,7 +224,17 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         context_tokens=settings.llm.context_tokens,
     )
     return Services(
-        settings, embedder, analyzer, tiers, pipeline, searcher, metrics, embed_worker, jobs, answerer, cache
+        settings=settings,
+        embedder=embedder,
+        analyzer=analyzer,
+        tiers=tiers,
+        pipeline=pipeline,
+        searcher=searcher,
+        metrics=metrics,
+        embed_worker=embed_worker,
+        jobs=jobs,
+        answerer=answerer,
+        cache=cache,
     )
 
 
