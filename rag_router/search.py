@@ -6,7 +6,6 @@ Answers (rag_router/answer.py: prompt compiler, LLM) are built on top of it.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import datetime as dt
 import logging
 import time
@@ -20,12 +19,13 @@ from indexers.documents import LEGS, Filters, Hit, HitRef, Leg, SearchQuery, Sto
 from indexers.embed import AsyncEmbedder
 from indexers.lexical import Analyzer
 from indexers.tiers.base import Tier
-from rag_router.errors import BackendUnavailable, InvalidRequest
+from rag_router.errors import InvalidRequest
 from rag_router.features import extract
 from rag_router.filters import filters_to_json
 from rag_router.fuse import Fused, FusionName, fuse
 from rag_router.metrics import Metrics
-from rag_router.retrieve import Retrieved, retrieve
+from rag_router.relax import retrieve_routed
+from rag_router.retrieve import Retrieved
 from rag_router.route import Policy, Route, RouteName, plan
 
 log = logging.getLogger(__name__)
@@ -64,14 +64,6 @@ class SearchOutcome:
             "features": self.route.features.to_json() if self.route.features else {},
             "filters": filters_to_json(self.filters),
         }
-
-
-@dataclass(slots=True)
-class _Run:
-    retrieved: Retrieved
-    tiers: list[TierName]
-    filters: Filters
-    reasons: list[str]
 
 
 class Searcher:
@@ -144,7 +136,9 @@ class Searcher:
             legs=params.legs,
             payload=False,  # query, then fetch: only the fused top-k are hydrated
         )
-        run = await self._retrieve(route, query, deadline, trust_dense=not foreign)
+        run = await retrieve_routed(
+            self._tiers, route, query, policy=self._policy, deadline=deadline, trust_dense=not foreign
+        )
         timings.update(run.retrieved.timings_ms)
         with _timer(timings, "fuse"):
             weights = {**self._weights, **route.weights, **foreign}
@@ -229,86 +223,6 @@ class Searcher:
             if chunk is not None:
                 hits.append(f.to_hit(chunk))
         return hits, failed
-
-    async def _retrieve(
-        self, route: Route, query: SearchQuery, deadline: float, *, trust_dense: bool
-    ) -> _Run:
-        run = await (
-            self._cascade(route, query, deadline, trust_dense)
-            if route.cascade
-            else self._fixed(route, query, deadline)
-        )
-        enough = self._policy.min_hits_with_implied_filters
-        if not route.has_implied_filters or _distinct(run.retrieved) >= enough:
-            return run
-        both: tuple[TierName, ...] = ("hot", "cold")
-        if tuple(run.tiers) != both:  # first widen to every tier, keeping the filters
-            wider = await retrieve(self._tiers, both, query, deadline=deadline)
-            if _distinct(wider) >= enough:
-                reason = f"{_distinct(run.retrieved)} hits in {'+'.join(run.tiers)}: widened to hot and cold"
-                return _Run(wider, list(both), run.filters, [*run.reasons, reason])
-        implied = [k for k in query.filters.keywords if k not in route.relaxed.keywords]
-        dropped: list[str] = []  # then drop the lesser implied filters, one more at a time
-        for key in self._policy.relax_first:
-            if key not in implied or len(implied) <= len(dropped) + 1:
-                continue
-            dropped.append(key)
-            keywords = {k: v for k, v in query.filters.keywords.items() if k not in dropped}
-            narrower = dataclasses.replace(query.filters, keywords=keywords)
-            found = await retrieve(
-                self._tiers, both, dataclasses.replace(query, filters=narrower), deadline=deadline
-            )
-            if _distinct(found) >= enough:
-                reason = f"nothing matched with {', '.join(dropped)}: dropped {', '.join(dropped)}"
-                return _Run(found, list(both), narrower, [*run.reasons, reason])
-        relaxed = dataclasses.replace(query, filters=route.relaxed)
-        retry = await retrieve(self._tiers, both, relaxed, deadline=deadline)
-        reason = f"implied filters left {_distinct(run.retrieved)} hits: dropped them, searched hot and cold"
-        return _Run(retry, list(both), route.relaxed, [*run.reasons, reason])
-
-    async def _fixed(self, route: Route, query: SearchQuery, deadline: float) -> _Run:
-        retrieved = await retrieve(self._tiers, route.tiers, query, deadline=deadline)
-        return _Run(retrieved, list(route.tiers), route.filters, list(route.reasons))
-
-    async def _cascade(self, route: Route, query: SearchQuery, deadline: float, trust_dense: bool) -> _Run:
-        """Hot first; cold too when hot fails or its best dense match is below the threshold.
-
-        The threshold is a cosine of the embedder: for a query in a language it does not read
-        (``trust_dense`` False) that cosine means nothing, so both tiers are searched at once.
-        """
-        reasons = list(route.reasons)
-        if not trust_dense:
-            reasons.append("the embedder cannot judge this query: hot and cold searched")
-            run = await self._fixed(dataclasses.replace(route, tiers=("hot", "cold")), query, deadline)
-            return _Run(run.retrieved, run.tiers, run.filters, reasons)
-        threshold = self._policy.cascade_min_score
-        try:
-            first = await retrieve(self._tiers, ("hot",), query, deadline=deadline)
-        except BackendUnavailable:
-            first = Retrieved(unavailable=["hot"])
-        dense = first.legs.get("hot.dense", [])
-        best = dense[0].score if dense else None
-        if best is not None and best >= threshold and "dense" in query.legs:
-            reasons.append(f"hot's best match {best:.2f} ≥ {threshold:g}: cold skipped")
-            return _Run(first, ["hot"], route.filters, reasons)
-        shown = "none" if best is None else f"{best:.2f}"
-        reasons.append(f"hot's best match {shown} < {threshold:g}: cold searched too")
-        try:
-            second = await retrieve(self._tiers, ("cold",), query, deadline=deadline)
-        except BackendUnavailable:
-            if not first.legs:
-                raise BackendUnavailable("no retrieval backend answered (hot, cold)") from None
-            second = Retrieved(unavailable=["cold"])
-        merged = Retrieved(
-            legs={**first.legs, **second.legs},
-            timings_ms={**first.timings_ms, **second.timings_ms},
-            unavailable=[*first.unavailable, *second.unavailable],
-        )
-        return _Run(merged, ["hot", "cold"], route.filters, reasons)
-
-
-def _distinct(retrieved: Retrieved) -> int:
-    return len({h.key for hits in retrieved.legs.values() for h in hits})
 
 
 @contextmanager

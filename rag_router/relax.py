@@ -1,0 +1,124 @@
+"""Routed retrieval: the route's tiers (fixed, or the cascade), then the relaxation ladder.
+
+One call for the search flow (``retrieve_routed``); the fan-out to tiers under one deadline is
+``rag_router.retrieve``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from indexers.documents import Filters, SearchQuery, TierName
+from indexers.tiers.base import Tier
+from rag_router.errors import BackendUnavailable
+from rag_router.retrieve import Retrieved, retrieve
+from rag_router.route import Policy, Route
+
+
+@dataclass(slots=True)
+class Run:
+    """What was searched in the end: the legs, the tiers, the filters applied, and why."""
+
+    retrieved: Retrieved
+    tiers: list[TierName]
+    filters: Filters
+    reasons: list[str]
+
+
+async def retrieve_routed(
+    tiers: Mapping[TierName, Tier],
+    route: Route,
+    query: SearchQuery,
+    *,
+    policy: Policy,
+    deadline: float,
+    trust_dense: bool,
+) -> Run:
+    """The route's tiers (fixed, or the cascade), then the relaxation ladder when the implied
+    filters leave too little: widen to both tiers, drop the lesser implied filters one more at a
+    time (``policy.relax_first``), then drop them all. ``Run.reasons`` says each step taken."""
+    run = await (
+        _cascade(tiers, route, query, policy, deadline, trust_dense)
+        if route.cascade
+        else _fixed(tiers, route, query, deadline)
+    )
+    enough = policy.min_hits_with_implied_filters
+    if not route.has_implied_filters or _distinct(run.retrieved) >= enough:
+        return run
+    both: tuple[TierName, ...] = ("hot", "cold")
+    if tuple(run.tiers) != both:  # first widen to every tier, keeping the filters
+        wider = await retrieve(tiers, both, query, deadline=deadline)
+        if _distinct(wider) >= enough:
+            reason = f"{_distinct(run.retrieved)} hits in {'+'.join(run.tiers)}: widened to hot and cold"
+            return Run(wider, list(both), run.filters, [*run.reasons, reason])
+    implied = [k for k in query.filters.keywords if k not in route.relaxed.keywords]
+    dropped: list[str] = []  # then drop the lesser implied filters, one more at a time
+    for key in policy.relax_first:
+        if key not in implied or len(implied) <= len(dropped) + 1:
+            continue
+        dropped.append(key)
+        keywords = {k: v for k, v in query.filters.keywords.items() if k not in dropped}
+        narrower = dataclasses.replace(query.filters, keywords=keywords)
+        found = await retrieve(tiers, both, dataclasses.replace(query, filters=narrower), deadline=deadline)
+        if _distinct(found) >= enough:
+            reason = f"nothing matched with {', '.join(dropped)}: dropped {', '.join(dropped)}"
+            return Run(found, list(both), narrower, [*run.reasons, reason])
+    relaxed = dataclasses.replace(query, filters=route.relaxed)
+    retry = await retrieve(tiers, both, relaxed, deadline=deadline)
+    reason = f"implied filters left {_distinct(run.retrieved)} hits: dropped them, searched hot and cold"
+    return Run(retry, list(both), route.relaxed, [*run.reasons, reason])
+
+
+async def _fixed(tiers: Mapping[TierName, Tier], route: Route, query: SearchQuery, deadline: float) -> Run:
+    retrieved = await retrieve(tiers, route.tiers, query, deadline=deadline)
+    return Run(retrieved, list(route.tiers), route.filters, list(route.reasons))
+
+
+async def _cascade(
+    tiers: Mapping[TierName, Tier],
+    route: Route,
+    query: SearchQuery,
+    policy: Policy,
+    deadline: float,
+    trust_dense: bool,
+) -> Run:
+    """Hot first; cold too when hot fails or its best dense match is below the threshold.
+
+    The threshold is a cosine of the embedder: for a query in a language it does not read
+    (``trust_dense`` False) that cosine means nothing, so both tiers are searched at once.
+    """
+    reasons = list(route.reasons)
+    if not trust_dense:
+        reasons.append("the embedder cannot judge this query: hot and cold searched")
+        run = await _fixed(tiers, dataclasses.replace(route, tiers=("hot", "cold")), query, deadline)
+        return Run(run.retrieved, run.tiers, run.filters, reasons)
+    threshold = policy.cascade_min_score
+    try:
+        first = await retrieve(tiers, ("hot",), query, deadline=deadline)
+    except BackendUnavailable:
+        first = Retrieved(unavailable=["hot"])
+    dense = first.legs.get("hot.dense", [])
+    best = dense[0].score if dense else None
+    if best is not None and best >= threshold and "dense" in query.legs:
+        reasons.append(f"hot's best match {best:.2f} ≥ {threshold:g}: cold skipped")
+        return Run(first, ["hot"], route.filters, reasons)
+    shown = "none" if best is None else f"{best:.2f}"
+    reasons.append(f"hot's best match {shown} < {threshold:g}: cold searched too")
+    try:
+        second = await retrieve(tiers, ("cold",), query, deadline=deadline)
+    except BackendUnavailable:
+        if not first.legs:
+            raise BackendUnavailable("no retrieval backend answered (hot, cold)") from None
+        second = Retrieved(unavailable=["cold"])
+    merged = Retrieved(
+        legs={**first.legs, **second.legs},
+        timings_ms={**first.timings_ms, **second.timings_ms},
+        unavailable=[*first.unavailable, *second.unavailable],
+    )
+    return Run(merged, ["hot", "cold"], route.filters, reasons)
+
+
+def _distinct(retrieved: Retrieved) -> int:
+    return len({h.key for hits in retrieved.legs.values() for h in hits})
