@@ -73,8 +73,8 @@ class Answerer:
         self._context = context_tokens
 
     async def _prepare(self, params: AnswerParams) -> tuple[SearchOutcome, CompiledPrompt, float]:
-        deadline = time.monotonic() + self._timeout
-        outcome = await self._searcher.search(params.search)
+        deadline = time.monotonic() + self._timeout  # one deadline: the search's share comes from it
+        outcome = await self._searcher.search(replace(params.search, deadline=deadline))
         sources = [
             Source(n, h.chunk_id, h.doc_id, h.chunk.title, h.chunk.text)
             for n, h in enumerate(outcome.hits[: params.sources], 1)

@@ -15,11 +15,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from indexers.documents import LEGS, Filters, Hit, HitRef, Leg, SearchQuery, StoredChunk, TierName
+from indexers.documents import LEGS, Filters, Hit, HitRef, Leg, SearchQuery, StoredChunk, TierName, Vector
 from indexers.embed import AsyncEmbedder
 from indexers.lexical import Analyzer
 from indexers.tiers.base import Tier
-from rag_router.errors import InvalidRequest
+from rag_router.errors import BackendUnavailable, InvalidRequest
 from rag_router.features import extract
 from rag_router.filters import filters_to_json
 from rag_router.fuse import Fused, FusionName, fuse
@@ -40,6 +40,9 @@ class SearchParams:
     legs: tuple[Leg, ...] = LEGS
     depth: int | None = None  # candidates per leg; default max(top_k, settings depth)
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    # A time.monotonic() instant set once per request (an answer sets it for its search and its
+    # LLM call); every stage takes what is left of it. None: now + the search timeout.
+    deadline: float | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -119,6 +122,8 @@ class Searcher:
             raise InvalidRequest("query must not be empty")
         started = time.perf_counter()
         deadline = time.monotonic() + self._timeout_s
+        if params.deadline is not None:
+            deadline = min(deadline, params.deadline)
         timings: dict[str, float] = {}
 
         with _timer(timings, "features"):
@@ -126,7 +131,7 @@ class Searcher:
             foreign, language_reason = self._language_weights(route)
             terms = self._analyzer.query_terms(params.query) if "lexical" in params.legs else []
         with _timer(timings, "embed"):
-            vector = await self._embedder.embed_query(params.query) if "dense" in params.legs else None
+            vector = await self._embed(params, deadline) if "dense" in params.legs else None
         query = SearchQuery(
             text=params.query,
             terms=terms,
@@ -169,6 +174,14 @@ class Searcher:
             unavailable=run.retrieved.unavailable,
             request_id=params.request_id,
         )
+
+    async def _embed(self, params: SearchParams, deadline: float) -> Vector:
+        """The query's vector, waiting for the micro-batcher no longer than the deadline."""
+        try:
+            async with asyncio.timeout(max(deadline - time.monotonic(), 0.0)):
+                return await self._embedder.embed_query(params.query)
+        except TimeoutError:
+            raise BackendUnavailable("the embedder did not answer before the deadline") from None
 
     def _language_weights(self, route: Route) -> tuple[dict[str, float], str]:
         """Leg weights for a query the embedder cannot read: its dense ranking is noise, so it

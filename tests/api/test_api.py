@@ -378,3 +378,18 @@ def test_the_api_pages_need_no_network(client: TestClient, page: str) -> None:
         r = client.get(url)
         assert r.status_code == 200 and r.content, url
     assert client.get("/openapi.json").json()["info"]["title"] == "rag-router"
+
+
+def test_a_request_deadline_bounds_every_stage_of_a_search(client: TestClient) -> None:
+    """One deadline per request, carried in the parameters: past it, no stage waits."""
+    import time
+
+    from rag_router.errors import BackendUnavailable
+
+    searcher = client.app.state.services.searcher  # type: ignore[attr-defined]
+    assert client.portal is not None
+    late = SearchParams("a question never asked before, about asylum", deadline=time.monotonic() - 1)
+    with pytest.raises(BackendUnavailable):
+        client.portal.call(searcher.search, late)
+    on_time = SearchParams("asylum", deadline=time.monotonic() + 30)
+    assert client.portal.call(searcher.search, on_time).hits
