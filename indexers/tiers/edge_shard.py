@@ -8,7 +8,6 @@ GIL-holding ``optimize()`` never runs inside the serving process.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import sys
@@ -21,10 +20,20 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 
-from indexers.documents import EmbeddedChunk, Filters, HitRef, LegHit, Range, SearchQuery, StoredChunk
+from indexers.documents import EmbeddedChunk, Filters, HitRef, LegHit, SearchQuery, StoredChunk
 from indexers.lexical import Analyzer, bm25_query_vector
-from indexers.tiers.qdrant_points import DENSE, SPARSE, STORED_KEYS, payload, point_id, sparse, stored
-from indexers.tiers.qdrant_points import iso as _iso
+from indexers.tiers.qdrant_points import (
+    DENSE,
+    SPARSE,
+    STORED_KEYS,
+    Condition,
+    conditions,
+    payload,
+    point_id,
+    sparse,
+    stored,
+    tenant_conditions,
+)
 
 _STORED_KEYS = STORED_KEYS
 _SCROLL = 512
@@ -142,32 +151,28 @@ def hydrate(shard: qe.EdgeShard, point_ids: Sequence[HitRef]) -> dict[HitRef, St
 
 
 def to_filter(filters: Filters) -> qe.Filter:
-    """Our Filters → a Qdrant filter; every condition hits a payload index."""
-    must: list[qe.FieldCondition] = [qe.FieldCondition(key="tenant", match=qe.MatchValue(filters.tenant))]
-    for group in filters.keyword_terms():
-        match = qe.MatchValue(group[0]) if len(group) == 1 else qe.MatchAny(group)
-        must.append(qe.FieldCondition(key="kw", match=match))
-    if filters.year is not None:
-        r = filters.year
-        must.append(
-            qe.FieldCondition(key="year", range=qe.RangeFloat(gte=r.gte, lte=r.lte, gt=r.gt, lt=r.lt))
-        )
-    if filters.date is not None:
-        must.append(qe.FieldCondition(key="date", range=_date_range(filters.date)))
-    return qe.Filter(must=list(must))
-
-
-def _date_range(r: Range) -> qe.RangeDateTime:
-    def iso(day: dt.date | None) -> str | None:
-        return _iso(day) if day is not None else None
-
-    return qe.RangeDateTime(gte=iso(r.gte), lte=iso(r.lte), gt=iso(r.gt), lt=iso(r.lt))
+    """Our Filters → a Qdrant Edge filter (the conditions: ``qdrant_points.conditions``)."""
+    return _spell(conditions(filters))
 
 
 def tenant_filter(tenant: str, doc_ids: Sequence[str] | None = None) -> qe.Filter:
-    must = [qe.FieldCondition(key="tenant", match=qe.MatchValue(tenant))]
-    if doc_ids is not None:
-        must.append(qe.FieldCondition(key="doc_id", match=qe.MatchAny(list(doc_ids))))
+    return _spell(tenant_conditions(tenant, doc_ids))
+
+
+def _spell(conds: list[Condition]) -> qe.Filter:
+    must: list[qe.FieldCondition] = []
+    for c in conds:
+        if c.numbers is not None:
+            r = c.numbers
+            must.append(
+                qe.FieldCondition(key=c.key, range=qe.RangeFloat(gte=r.gte, lte=r.lte, gt=r.gt, lt=r.lt))
+            )
+        elif c.dates is not None:
+            gte, lte, gt, lt = c.dates
+            must.append(qe.FieldCondition(key=c.key, range=qe.RangeDateTime(gte=gte, lte=lte, gt=gt, lt=lt)))
+        else:
+            match = qe.MatchValue(c.value) if c.value is not None else qe.MatchAny(list(c.any))
+            must.append(qe.FieldCondition(key=c.key, match=match))
     return qe.Filter(must=list(must))
 
 

@@ -9,9 +9,11 @@ a payload with every filterable field: ``tenant``, ``doc_id``, ``kw`` (``key=val
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from indexers.documents import EmbeddedChunk, StoredChunk, chunk_uuid
+from indexers.documents import EmbeddedChunk, Filters, Range, StoredChunk, chunk_uuid
 from indexers.lexical import Analyzer, bm25_document_vector
 
 DENSE, SPARSE = "dense", "lexical"
@@ -60,3 +62,35 @@ def stored(data: dict[str, Any]) -> StoredChunk:
         metadata=data.get("metadata") or {},
         content_hash=data["content_hash"],
     )
+
+
+# Filters, written once for both hot tiers: which payload conditions a search or a fetch needs.
+# Each adapter only spells them in its library's classes (qdrant-edge or qdrant-client models).
+@dataclass(frozen=True, slots=True)
+class Condition:
+    key: str
+    value: str | None = None  # match one value
+    any: tuple[str, ...] = ()  # match any of these
+    numbers: Range | None = None  # a numeric range (year)
+    dates: tuple[str | None, str | None, str | None, str | None] | None = None  # gte, lte, gt, lt (ISO)
+
+
+def conditions(filters: Filters) -> list[Condition]:
+    """Our Filters → payload conditions; every one hits a payload index."""
+    out = [Condition("tenant", value=filters.tenant)]
+    for group in filters.keyword_terms():
+        out.append(Condition("kw", value=group[0]) if len(group) == 1 else Condition("kw", any=tuple(group)))
+    if filters.year is not None:
+        out.append(Condition("year", numbers=filters.year))
+    if filters.date is not None:
+        r = filters.date
+        gte, lte, gt, lt = (iso(d) if d is not None else None for d in (r.gte, r.lte, r.gt, r.lt))
+        out.append(Condition("date", dates=(gte, lte, gt, lt)))
+    return out
+
+
+def tenant_conditions(tenant: str, doc_ids: Sequence[str] | None = None) -> list[Condition]:
+    out = [Condition("tenant", value=tenant)]
+    if doc_ids is not None:
+        out.append(Condition("doc_id", any=tuple(doc_ids)))
+    return out

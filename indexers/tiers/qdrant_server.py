@@ -15,7 +15,6 @@ fusion happens once, above the tiers, where every hit keeps its per-leg rank (do
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import uuid
 from collections.abc import Sequence
@@ -25,7 +24,7 @@ from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from indexers.documents import EmbeddedChunk, Filters, HitRef, LegHit, Range, SearchQuery, StoredChunk
+from indexers.documents import EmbeddedChunk, Filters, HitRef, LegHit, SearchQuery, StoredChunk
 from indexers.lexical import Analyzer, bm25_query_vector
 from indexers.tiers import qdrant_points as qp
 from indexers.tiers.base import DatedDocument, LegResults, TierError, TierUnavailable
@@ -240,38 +239,32 @@ class QdrantServerTier:
 
 
 def to_filter(filters: Filters) -> models.Filter:
-    """Our Filters → a Qdrant filter; every condition hits a payload index."""
-    must: list[models.Condition] = [
-        models.FieldCondition(key="tenant", match=models.MatchValue(value=filters.tenant))
-    ]
-    for group in filters.keyword_terms():
-        match: models.Match = (
-            models.MatchValue(value=group[0]) if len(group) == 1 else models.MatchAny(any=group)
-        )
-        must.append(models.FieldCondition(key="kw", match=match))
-    if filters.year is not None:
-        r = filters.year
-        must.append(
-            models.FieldCondition(key="year", range=models.Range(gte=r.gte, lte=r.lte, gt=r.gt, lt=r.lt))
-        )
-    if filters.date is not None:
-        must.append(models.FieldCondition(key="date", range=_date_range(filters.date)))
-    return models.Filter(must=must)
-
-
-def _date_range(r: Range) -> models.DatetimeRange:
-    def when(day: dt.date | None) -> str | None:
-        return qp.iso(day) if day is not None else None
-
-    return models.DatetimeRange(gte=when(r.gte), lte=when(r.lte), gt=when(r.gt), lt=when(r.lt))
+    """Our Filters → a Qdrant filter (the conditions: ``qdrant_points.conditions``)."""
+    return _spell(qp.conditions(filters))
 
 
 def tenant_filter(tenant: str, doc_ids: Sequence[str] | None = None) -> models.Filter:
-    must: list[models.Condition] = [
-        models.FieldCondition(key="tenant", match=models.MatchValue(value=tenant))
-    ]
-    if doc_ids is not None:
-        must.append(models.FieldCondition(key="doc_id", match=models.MatchAny(any=list(doc_ids))))
+    return _spell(qp.tenant_conditions(tenant, doc_ids))
+
+
+def _spell(conds: list[qp.Condition]) -> models.Filter:
+    must: list[models.Condition] = []
+    for c in conds:
+        if c.numbers is not None:
+            r = c.numbers
+            must.append(
+                models.FieldCondition(key=c.key, range=models.Range(gte=r.gte, lte=r.lte, gt=r.gt, lt=r.lt))
+            )
+        elif c.dates is not None:
+            gte, lte, gt, lt = c.dates
+            must.append(
+                models.FieldCondition(key=c.key, range=models.DatetimeRange(gte=gte, lte=lte, gt=gt, lt=lt))
+            )
+        else:
+            match: models.Match = (
+                models.MatchValue(value=c.value) if c.value is not None else models.MatchAny(any=list(c.any))
+            )
+            must.append(models.FieldCondition(key=c.key, match=match))
     return models.Filter(must=must)
 
 
