@@ -39,8 +39,13 @@ async def retrieve_routed(
     """The route's tiers (fixed, or the cascade), then the relaxation ladder when the implied
     filters leave too little: widen to both tiers, drop the lesser implied filters one more at a
     time (``policy.relax_first``), then drop them all. ``Run.reasons`` says each step taken."""
+    if route.cascade and not trust_dense:  # the cascade's threshold is a cosine of this embedder
+        reason = "the embedder cannot judge this query: hot and cold searched"
+        route = dataclasses.replace(
+            route, tiers=("hot", "cold"), cascade=False, reasons=(*route.reasons, reason)
+        )
     run = await (
-        _cascade(tiers, route, query, policy, deadline, trust_dense)
+        _cascade(tiers, route, query, policy.cascade_min_score, deadline)
         if route.cascade
         else _fixed(tiers, route, query, deadline)
     )
@@ -77,24 +82,11 @@ async def _fixed(tiers: Mapping[TierName, Tier], route: Route, query: SearchQuer
 
 
 async def _cascade(
-    tiers: Mapping[TierName, Tier],
-    route: Route,
-    query: SearchQuery,
-    policy: Policy,
-    deadline: float,
-    trust_dense: bool,
+    tiers: Mapping[TierName, Tier], route: Route, query: SearchQuery, threshold: float, deadline: float
 ) -> Run:
-    """Hot first; cold too when hot fails or its best dense match is below the threshold.
-
-    The threshold is a cosine of the embedder: for a query in a language it does not read
-    (``trust_dense`` False) that cosine means nothing, so both tiers are searched at once.
-    """
+    """Hot first; cold too when hot fails or its best dense match is below ``threshold`` (a
+    cosine of the embedder: ``retrieve_routed`` skips the cascade for queries it cannot read)."""
     reasons = list(route.reasons)
-    if not trust_dense:
-        reasons.append("the embedder cannot judge this query: hot and cold searched")
-        run = await _fixed(tiers, dataclasses.replace(route, tiers=("hot", "cold")), query, deadline)
-        return Run(run.retrieved, run.tiers, run.filters, reasons)
-    threshold = policy.cascade_min_score
     try:
         first = await retrieve(tiers, ("hot",), query, deadline=deadline)
     except BackendUnavailable:
