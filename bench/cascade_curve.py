@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from rag_router.evaluate import load_dataset, score
-from rag_router.search import SearchParams, hits_by_doc
+from rag_router.search.flow import SearchParams, hits_by_doc
 from rag_router.services import build_services
 from rag_router.settings import get_settings
 

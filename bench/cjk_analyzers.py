@@ -1,5 +1,5 @@
 """Which lexical analysis of Chinese ranks the right document first: jieba words, character
-bigrams, characters + bigrams (the analyzer in ``indexers/lexical.py``), or jieba + both.
+bigrams, characters + bigrams (the analyzer in ``indexers/text/lexical.py``), or jieba + both.
 
 Plain BM25 (k1 1.2, b 0.75) over title + text, no router and no metadata, so only the terms
 differ. success@1 per query kind, on the whole set and on its two halves (queries with an even
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from indexers.lexical import Analyzer, cjk_terms
+from indexers.text.lexical import Analyzer, cjk_terms
 
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[^\W_]+")
 
@@ -49,7 +49,7 @@ def _runs(segment: Callable[[str], list[str]]) -> Callable[[str], list[str]]:
 ANALYZERS: dict[str, Callable[[str], list[str]]] = {
     "jieba words": _runs(_jieba),
     "bigrams": _runs(_bigrams),
-    "characters + bigrams (indexers/lexical.py)": Analyzer().terms,
+    "characters + bigrams (indexers/text/lexical.py)": Analyzer().terms,
     "jieba + characters + bigrams": _runs(lambda r: [w for w in _jieba(r) if len(w) > 1] + cjk_terms(r)),
 }
 

@@ -32,12 +32,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import emit, machine
-from indexers.chunk import Chunker
-from indexers.documents import Document
-from indexers.embed import AsyncEmbedder, SentenceTransformerEmbedder
-from indexers.lexical import Analyzer
-from indexers.load import load_paths
-from indexers.pipeline import Pipeline
+from indexers.embed.embedder import AsyncEmbedder, SentenceTransformerEmbedder
+from indexers.ingest.load import load_paths
+from indexers.ingest.pipeline import Pipeline
+from indexers.records import Document
+from indexers.text.chunk import Chunker
+from indexers.text.lexical import Analyzer
 from indexers.tiers.base import Tier
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact" / "corpus.jsonl.gz"

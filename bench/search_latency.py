@@ -18,7 +18,7 @@ from typing import Any
 
 from _common import machine, percentiles
 
-from rag_router.search import SearchParams
+from rag_router.search.flow import SearchParams
 from rag_router.services import build_services
 from rag_router.settings import get_settings
 

@@ -36,8 +36,8 @@ import qdrant_edge as qe
 
 from bench._common import emit, machine
 from bench.load import load_queries, raw_embedder_apart
-from indexers.documents import Filters, SearchQuery
 from indexers.tiers import edge_shard as es
+from indexers.tiers.query import Filters, SearchQuery
 
 Legs = list[tuple[str, qe.QueryRequest]]  # one search's requests, by leg
 
@@ -125,7 +125,7 @@ def edge_parts(svc: Any, queries: list[str]) -> dict[str, Any]:
 
 
 async def in_process(svc: Any, queries: list[str], seconds: float, clients: int) -> dict[str, float]:
-    from rag_router.search import SearchParams
+    from rag_router.search.flow import SearchParams
 
     counter = iter(range(1 << 40))
 

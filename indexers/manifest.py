@@ -14,7 +14,7 @@ import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from indexers.lexical import ANALYZER_VERSION
+from indexers.text.lexical import ANALYZER_VERSION
 
 log = logging.getLogger(__name__)
 MANIFEST = "index.json"

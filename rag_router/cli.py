@@ -20,16 +20,17 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from indexers.documents import LEGS, Document, Leg
-from indexers.load import FieldMap, LoadOptions, load_paths
+from indexers.ingest.load import FieldMap, LoadOptions, load_paths
+from indexers.ingest.pipeline import IngestReport, Placement
+from indexers.ingest.retier import RetierReport
+from indexers.ingest.retier import retier as run_retier
 from indexers.manifest import IndexMismatch
-from indexers.pipeline import IngestReport, Placement
-from indexers.retier import RetierReport
-from indexers.retier import retier as run_retier
+from indexers.records import Document
+from indexers.tiers.query import LEGS, Leg
 from rag_router.datasets import CATALOGUE, DatasetError, fetch
 from rag_router.evaluate import SUMMARY_KEYS, Dataset, load_dataset, run_queries, split_dates
 from rag_router.owner import current_owner, holding
-from rag_router.search import SearchParams
+from rag_router.search.flow import SearchParams
 from rag_router.services import Services, build_services
 from rag_router.settings import Settings, get_settings
 

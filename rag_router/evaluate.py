@@ -22,10 +22,11 @@ from typing import Any
 import numpy as np
 import pytrec_eval
 
-from indexers.documents import LEGS, Document, Leg
-from indexers.load import load_jsonl
-from rag_router.route import RouteName
-from rag_router.search import Searcher, SearchParams, hits_by_doc
+from indexers.ingest.load import load_jsonl
+from indexers.records import Document
+from indexers.tiers.query import LEGS, Leg
+from rag_router.search.flow import Searcher, SearchParams, hits_by_doc
+from rag_router.search.route import RouteName
 
 Qrels = dict[str, dict[str, int]]
 # The headline figures of a report, in the order people read them.

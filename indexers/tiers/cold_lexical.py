@@ -8,8 +8,8 @@ from typing import Any
 
 import tantivy
 
-from indexers.documents import Filters
 from indexers.tiers.cold_store import day_bounds, int_bounds, write_atomic
+from indexers.tiers.query import Filters
 
 
 class LexicalIndex:

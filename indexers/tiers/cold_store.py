@@ -10,8 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from indexers.documents import Filters, Range
 from indexers.sqlite import connect
+from indexers.tiers.query import Filters, Range
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunks (

@@ -11,7 +11,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from indexers.documents import Vector
+from indexers.records import Vector
 from indexers.tiers.cold_store import write_atomic
 
 

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 
-from indexers.documents import EmbeddedChunk, Filters, HitRef, LegHit, SearchQuery, StoredChunk
-from indexers.lexical import Analyzer, bm25_query_vector
+from indexers.records import EmbeddedChunk, StoredChunk
+from indexers.text.lexical import Analyzer, bm25_query_vector
 from indexers.tiers.qdrant_points import (
     DENSE,
     SPARSE,
@@ -34,6 +34,7 @@ from indexers.tiers.qdrant_points import (
     stored,
     tenant_conditions,
 )
+from indexers.tiers.query import Filters, HitRef, LegHit, SearchQuery
 
 _STORED_KEYS = STORED_KEYS
 _SCROLL = 512

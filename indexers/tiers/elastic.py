@@ -27,9 +27,10 @@ from elastic_transport import ConnectionTimeout
 from elasticsearch import ApiError, AsyncElasticsearch
 from elasticsearch.helpers import async_streaming_bulk
 
-from indexers.documents import EmbeddedChunk, Filters, HitRef, LegHit, SearchQuery, StoredChunk, chunk_key
+from indexers.records import EmbeddedChunk, StoredChunk, chunk_key
 from indexers.tiers import qdrant_points as qp
 from indexers.tiers.base import DatedDocument, LegResults, TierError, TierUnavailable
+from indexers.tiers.query import Filters, HitRef, LegHit, SearchQuery
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ def index_template(index: str, dim: int) -> dict[str, Any]:
                 "number_of_shards": 1,
                 "refresh_interval": "1s",
                 "analysis": {
-                    # characters plus bigrams, as indexers/lexical.py analyses Chinese for the
+                    # characters plus bigrams, as indexers/text/lexical.py analyses Chinese for the
                     # embedded tiers (docs/benchmarks.md: topic success@1 0.902 against 0.866
                     # for bigrams alone on cn-criminal-law)
                     "filter": {"cjk_uni_bigram": {"type": "cjk_bigram", "output_unigrams": True}},

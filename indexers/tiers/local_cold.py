@@ -27,21 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from indexers.documents import (
-    EmbeddedChunk,
-    Filters,
-    HitRef,
-    LegHit,
-    SearchQuery,
-    StoredChunk,
-    Vector,
-    chunk_key,
-)
-from indexers.lexical import Analyzer
+from indexers.records import EmbeddedChunk, StoredChunk, Vector, chunk_key
+from indexers.text.lexical import Analyzer
 from indexers.tiers.base import DatedDocument, LegResults
 from indexers.tiers.cold_lexical import LexicalIndex
 from indexers.tiers.cold_store import ROW_COLUMNS, Store, day_number, filter_sql
 from indexers.tiers.cold_vectors import VectorIndex
+from indexers.tiers.query import Filters, HitRef, LegHit, SearchQuery
 from indexers.workers import Worker
 
 log = logging.getLogger(__name__)

@@ -31,11 +31,12 @@ from typing import Literal
 
 import qdrant_edge as qe
 
-from indexers.documents import EmbeddedChunk, HitRef, LegHit, SearchQuery, StoredChunk
-from indexers.lexical import Analyzer
+from indexers.records import EmbeddedChunk, StoredChunk
+from indexers.text.lexical import Analyzer
 from indexers.tiers import edge_shard as es
 from indexers.tiers import qdrant_points as qp
 from indexers.tiers.base import DatedDocument, LegResults, TierError
+from indexers.tiers.query import HitRef, LegHit, SearchQuery
 from indexers.workers import Worker
 
 log = logging.getLogger(__name__)

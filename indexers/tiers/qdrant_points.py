@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from indexers.documents import EmbeddedChunk, Filters, Range, StoredChunk, chunk_uuid
-from indexers.lexical import Analyzer, bm25_document_vector
+from indexers.records import EmbeddedChunk, StoredChunk, chunk_uuid
+from indexers.text.lexical import Analyzer, bm25_document_vector
+from indexers.tiers.query import Filters, Range
 
 DENSE, SPARSE = "dense", "lexical"
 STORED_KEYS = ["chunk_id", "doc_id", "text", "title", "metadata", "content_hash"]

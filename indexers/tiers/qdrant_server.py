@@ -24,10 +24,11 @@ from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from indexers.documents import EmbeddedChunk, Filters, HitRef, LegHit, SearchQuery, StoredChunk
-from indexers.lexical import Analyzer, bm25_query_vector
+from indexers.records import EmbeddedChunk, StoredChunk
+from indexers.text.lexical import Analyzer, bm25_query_vector
 from indexers.tiers import qdrant_points as qp
 from indexers.tiers.base import DatedDocument, LegResults, TierError, TierUnavailable
+from indexers.tiers.query import Filters, HitRef, LegHit, SearchQuery
 
 log = logging.getLogger(__name__)
 

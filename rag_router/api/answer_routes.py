@@ -12,12 +12,12 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from rag_router.answer import AnswerOutcome, AnswerParams
+from rag_router.answer.flow import AnswerOutcome, AnswerParams
+from rag_router.answer.prompting import Constraints
 from rag_router.api.errors import ERROR_RESPONSES, error_response
 from rag_router.api.routes import Svc, Tenant, search_params
 from rag_router.api.schemas import SearchRequest, SearchResponse
 from rag_router.errors import InvalidRequest, RagError
-from rag_router.prompting import Constraints
 
 router = APIRouter()
 

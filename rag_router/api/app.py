@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
-from indexers.embed import Embedder
+from indexers.embed.embedder import Embedder
 from rag_router import __version__
 from rag_router.api import answer_routes, errors, routes
 from rag_router.api.context import RequestContext

@@ -8,9 +8,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from indexers.chunk import rebuild
-from indexers.documents import Document, StoredChunk, TierName, content_hash
-from indexers.jobs import JobState
+from indexers.ingest.jobs import JobState
+from indexers.records import Document, StoredChunk, TierName, content_hash
+from indexers.text.chunk import rebuild
 from rag_router.api.errors import ERROR_RESPONSES, request_id
 from rag_router.api.schemas import (
     ChunkOut,
@@ -25,8 +25,8 @@ from rag_router.api.schemas import (
     SearchResponse,
 )
 from rag_router.errors import NotFound, PayloadTooLarge, Unauthorized
-from rag_router.filters import parse_filters
-from rag_router.search import SearchParams
+from rag_router.search.filters import parse_filters
+from rag_router.search.flow import SearchParams
 from rag_router.services import Services
 
 router = APIRouter()

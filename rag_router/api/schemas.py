@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from indexers.documents import parse_date
-from rag_router.search import SearchOutcome
+from indexers.records import parse_date
+from rag_router.search.flow import SearchOutcome
 
 
 class Strict(BaseModel):

@@ -12,10 +12,10 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from indexers.documents import Document
-from indexers.embed import SentenceTransformerEmbedder
+from indexers.embed.embedder import SentenceTransformerEmbedder
+from indexers.records import Document
+from rag_router.answer.prompting import count_words
 from rag_router.api import create_app
-from rag_router.prompting import count_words
 from rag_router.settings import Settings
 from tests.conftest import doc_json
 from tests.fakes.vllm import ScriptedLLM, Step, serve, words

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from indexers.documents import Document
-from indexers.embed import SentenceTransformerEmbedder
+from indexers.embed.embedder import SentenceTransformerEmbedder
+from indexers.records import Document
 from rag_router.api import create_app
-from rag_router.route import Policy
-from rag_router.search import Searcher, SearchParams
+from rag_router.search.flow import Searcher, SearchParams
+from rag_router.search.route import Policy
 from rag_router.settings import Settings
 from tests.conftest import doc_json, loaded_app
 

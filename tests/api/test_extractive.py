@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from indexers.documents import Document
-from indexers.embed import SentenceTransformerEmbedder
-from rag_router.prompting import count_words
+from indexers.embed.embedder import SentenceTransformerEmbedder
+from indexers.records import Document
+from rag_router.answer.prompting import count_words
 from tests.conftest import doc_json, loaded_app
 
 ZH = {"id": "zh-1", "title": "示例法 第一条", "text": "为了规范示例行为，保护当事人的合法权益，制定本法。"}

@@ -8,9 +8,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from indexers.documents import Document
-from indexers.embed import SentenceTransformerEmbedder
-from indexers.jobs import JobLedger
+from indexers.embed.embedder import SentenceTransformerEmbedder
+from indexers.ingest.jobs import JobLedger
+from indexers.records import Document
 from rag_router.api import create_app
 from rag_router.settings import Settings
 

@@ -10,8 +10,8 @@ import httpx
 import openai
 import pytest
 
-from indexers.documents import Document
-from indexers.embed import SentenceTransformerEmbedder
+from indexers.embed.embedder import SentenceTransformerEmbedder
+from indexers.records import Document
 from rag_router.api import create_app
 from rag_router.settings import Settings
 from tests.conftest import doc_json

@@ -16,7 +16,7 @@ import uvicorn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexers.embed import SentenceTransformerEmbedder
+from indexers.embed.embedder import SentenceTransformerEmbedder
 from rag_router.api import create_app
 from rag_router.settings import Settings
 

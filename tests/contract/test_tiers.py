@@ -17,13 +17,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexers.chunk import Chunker
-from indexers.documents import Chunk, Document, EmbeddedChunk, Filters, Range, SearchQuery, chunk_key
-from indexers.embed import SentenceTransformerEmbedder
-from indexers.lexical import Analyzer
+from indexers.embed.embedder import SentenceTransformerEmbedder
+from indexers.records import Chunk, Document, EmbeddedChunk, chunk_key
+from indexers.text.chunk import Chunker
+from indexers.text.lexical import Analyzer
 from indexers.tiers.base import Tier
 from indexers.tiers.local_cold import LocalColdTier
 from indexers.tiers.qdrant_edge import QdrantEdgeTier
+from indexers.tiers.query import Filters, Range, SearchQuery
 
 ANALYZER = Analyzer()
 Factory = Callable[..., Tier]

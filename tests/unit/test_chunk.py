@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from indexers.chunk import Chunker, rebuild, split_sentences
-from indexers.documents import Document
-from indexers.embed import SentenceTransformerEmbedder
+from indexers.embed.embedder import SentenceTransformerEmbedder
+from indexers.records import Document
+from indexers.text.chunk import Chunker, rebuild, split_sentences
 
 
 def test_split_sentences_english_and_cjk() -> None:

@@ -15,10 +15,11 @@ import pytest
 from elasticsearch import AsyncElasticsearch
 from fastapi.testclient import TestClient
 
-from indexers.documents import Chunk, EmbeddedChunk, Filters, Range, SearchQuery, chunk_key
-from indexers.embed import SentenceTransformerEmbedder
+from indexers.embed.embedder import SentenceTransformerEmbedder
+from indexers.records import Chunk, EmbeddedChunk, chunk_key
 from indexers.tiers.base import TierError
 from indexers.tiers.elastic import ElasticTier, index_template
+from indexers.tiers.query import Filters, Range, SearchQuery
 from rag_router.api import create_app
 from rag_router.settings import Settings
 from tests.fakes.elastic import FakeElastic

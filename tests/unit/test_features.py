@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from indexers.structure import chinese_number
-from rag_router.features import QueryFeatures, extract
+from indexers.text.structure import chinese_number
+from rag_router.search.features import QueryFeatures, extract
 
 TABLE = yaml.safe_load(
     (Path(__file__).resolve().parents[1] / "data" / "features.yaml").read_text(encoding="utf-8")
@@ -135,8 +135,8 @@ def test_no_query_makes_extraction_or_routing_fail() -> None:
     """Random mixtures of the trigger words (seeded): features and routes never raise."""
     import random
 
-    from rag_router.filters import parse_filters
-    from rag_router.route import Policy, plan
+    from rag_router.search.filters import parse_filters
+    from rag_router.search.route import Policy, plan
 
     words = [
         "Article",

@@ -4,9 +4,9 @@ import datetime as dt
 
 import pytest
 
-from indexers.documents import Range
+from indexers.tiers.query import Range
 from rag_router.errors import InvalidRequest
-from rag_router.filters import filters_to_json, parse_filters
+from rag_router.search.filters import filters_to_json, parse_filters
 
 
 def test_parse_every_kind() -> None:

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from indexers.documents import LegHit, StoredChunk, chunk_key
-from rag_router.fuse import Fused, convex, dbsf, fuse, rrf
+from indexers.records import StoredChunk, chunk_key
+from indexers.tiers.query import LegHit
+from rag_router.search.fuse import Fused, convex, dbsf, fuse, rrf
 
 
 def hit(cid: str, score: float = 1.0) -> LegHit:

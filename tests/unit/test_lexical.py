@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from indexers.lexical import Analyzer, bm25_document_vector, bm25_query_vector, term_id
+from indexers.text.lexical import Analyzer, bm25_document_vector, bm25_query_vector, term_id
 
 
 def test_english_is_stemmed_and_stopwords_dropped() -> None:

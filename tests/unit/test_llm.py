@@ -9,7 +9,14 @@ import time
 import httpx
 import pytest
 
-from rag_router.llm import CircuitBreaker, LLMClient, LLMTimeout, LLMUnavailable, backoff_s, retry_after_s
+from rag_router.answer.llm import (
+    CircuitBreaker,
+    LLMClient,
+    LLMTimeout,
+    LLMUnavailable,
+    backoff_s,
+    retry_after_s,
+)
 
 
 def response(**headers: str) -> httpx.Response:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from indexers.chunk import Chunker
-from indexers.documents import Document
-from indexers.embed import SentenceTransformerEmbedder
-from indexers.load import FieldMap, LoadFailure, LoadOptions, load_paths
+from indexers.embed.embedder import SentenceTransformerEmbedder
+from indexers.ingest.load import FieldMap, LoadFailure, LoadOptions, load_paths
+from indexers.records import Document
+from indexers.text.chunk import Chunker
 
 
 def test_beir_jsonl_gz_and_broken_lines(tmp_path: Path) -> None:

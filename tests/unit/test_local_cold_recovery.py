@@ -7,10 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexers.documents import Chunk, EmbeddedChunk, Filters, SearchQuery
-from indexers.lexical import Analyzer
+from indexers.records import Chunk, EmbeddedChunk
+from indexers.text.lexical import Analyzer
 from indexers.tiers import cold_lexical
 from indexers.tiers.local_cold import LocalColdTier
+from indexers.tiers.query import Filters, SearchQuery
 
 A = Analyzer()
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexers.embed import SentenceTransformerEmbedder, model_languages
+from indexers.embed.embedder import SentenceTransformerEmbedder, model_languages
 from indexers.manifest import MANIFEST, IndexManifest, IndexMismatch, check_manifest
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from rag_router.parse import parse_citations, parse_json
+from rag_router.answer.parse import parse_citations, parse_json
 
 CORPUS: list[dict[str, Any]] = [
     json.loads(line)

@@ -4,12 +4,12 @@ import asyncio
 import datetime as dt
 from pathlib import Path
 
-from indexers.chunk import Chunker
-from indexers.documents import Document
-from indexers.embed import AsyncEmbedder
-from indexers.embed_cache import EmbeddingCache
-from indexers.load import LoadFailure, load_paths
-from indexers.pipeline import IngestReport, Pipeline, place
+from indexers.embed.cache import EmbeddingCache
+from indexers.embed.embedder import AsyncEmbedder
+from indexers.ingest.load import LoadFailure, load_paths
+from indexers.ingest.pipeline import IngestReport, Pipeline, place
+from indexers.records import Document
+from indexers.text.chunk import Chunker
 from indexers.tiers.base import Tier
 from tests.conftest import CountingEmbedder
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from indexers.embed import SentenceTransformerEmbedder
-from rag_router.prompting import (
+from indexers.embed.embedder import SentenceTransformerEmbedder
+from rag_router.answer.prompting import (
     DEFAULT_MAX_TOKENS,
     Constraints,
     Source,

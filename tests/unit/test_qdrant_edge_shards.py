@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexers.documents import Chunk, EmbeddedChunk, Filters, SearchQuery
-from indexers.lexical import Analyzer
+from indexers.records import Chunk, EmbeddedChunk
+from indexers.text.lexical import Analyzer
 from indexers.tiers.base import TierError
 from indexers.tiers.qdrant_edge import QdrantEdgeTier
+from indexers.tiers.query import Filters, SearchQuery
 
 A = Analyzer()
 DIM = 16

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from indexers.documents import Document
-from indexers.embed_cache import EmbeddingCache
-from indexers.retier import retier
+from indexers.embed.cache import EmbeddingCache
+from indexers.ingest.retier import retier
+from indexers.records import Document
 from indexers.tiers.base import Tier
 from tests.conftest import CountingEmbedder
 from tests.unit.test_pipeline import long_text, pipeline

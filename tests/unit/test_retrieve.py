@@ -8,10 +8,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from indexers.documents import EmbeddedChunk, Filters, LegHit, SearchQuery, StoredChunk
+from indexers.records import EmbeddedChunk, StoredChunk
 from indexers.tiers.base import LegResults, TierUnavailable
+from indexers.tiers.query import Filters, LegHit, SearchQuery
 from rag_router.errors import BackendUnavailable
-from rag_router.retrieve import retrieve
+from rag_router.search.retrieve import retrieve
 
 
 class ScriptedTier:

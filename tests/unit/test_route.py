@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
-from rag_router.features import extract
-from rag_router.filters import filters_to_json, parse_filters
-from rag_router.route import Policy, plan
+from rag_router.search.features import extract
+from rag_router.search.filters import filters_to_json, parse_filters
+from rag_router.search.route import Policy, plan
 
 TABLE = yaml.safe_load(
     (Path(__file__).resolve().parents[1] / "data" / "routes.yaml").read_text(encoding="utf-8")

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from indexers.documents import Vector
-from indexers.embed import AsyncEmbedder, SentenceTransformerEmbedder
-from indexers.query_batcher import QueryBatcher
+from indexers.embed.embedder import AsyncEmbedder, SentenceTransformerEmbedder
+from indexers.embed.query_batcher import QueryBatcher
+from indexers.records import Vector
 from indexers.workers import Worker
 from rag_router.api.limits import InFlightLimit
 
@@ -107,7 +107,7 @@ async def test_admission_control_refuses_at_once_over_the_bound() -> None:
 def test_onnx_backends_are_exported_once_and_match_torch(
     backend: str, embedder: SentenceTransformerEmbedder, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    from indexers.embed_onnx import OnnxEmbedder
+    from indexers.embed.onnx import OnnxEmbedder
 
     cache = tmp_path_factory.getbasetemp() / "onnx-cache"  # shared by both cases: one export
     onnx = OnnxEmbedder("all-MiniLM-L6-v2", backend=backend, cache_dir=cache)  # type: ignore[arg-type]
@@ -234,8 +234,8 @@ def test_onnx_refuses_a_model_that_does_not_pool_by_mean(tmp_path: Path) -> None
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer import modules as models
 
-    from indexers.embed import packaged_model_path
-    from indexers.embed_onnx import export
+    from indexers.embed.embedder import packaged_model_path
+    from indexers.embed.onnx import export
 
     transformer = models.Transformer(str(packaged_model_path()))
     cls = models.Pooling(transformer.get_embedding_dimension(), pooling_mode="cls")

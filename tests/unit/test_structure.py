@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from indexers.structure import heading_metadata, law_name, split_sections
+from indexers.text.structure import heading_metadata, law_name, split_sections
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """Routed retrieval: the route's tiers (fixed, or the cascade), then the relaxation ladder.
 
 One call for the search flow (``retrieve_routed``); the fan-out to tiers under one deadline is
-``rag_router.retrieve``.
+``rag_router.search.retrieve``.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from indexers.documents import Filters, SearchQuery, TierName
+from indexers.records import TierName
 from indexers.tiers.base import Tier
+from indexers.tiers.query import Filters, SearchQuery
 from rag_router.errors import BackendUnavailable
-from rag_router.retrieve import Retrieved, retrieve
-from rag_router.route import Policy, Route
+from rag_router.search.retrieve import Retrieved, retrieve
+from rag_router.search.route import Policy, Route
 
 
 @dataclass(slots=True)

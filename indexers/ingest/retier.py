@@ -14,8 +14,8 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from indexers.documents import Chunk, Document, EmbeddedChunk, StoredChunk
-from indexers.pipeline import Pipeline, place
+from indexers.ingest.pipeline import Pipeline, place
+from indexers.records import Chunk, Document, EmbeddedChunk, StoredChunk
 from indexers.tiers.base import Tier
 
 log = logging.getLogger(__name__)

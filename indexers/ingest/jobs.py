@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from indexers.documents import Document
-from indexers.pipeline import DocResult, IngestReport, Pipeline, Placement
+from indexers.ingest.pipeline import DocResult, IngestReport, Pipeline, Placement
+from indexers.records import Document
 from indexers.sqlite import connect
 
 log = logging.getLogger(__name__)

@@ -33,7 +33,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from indexers.documents import Vector
+from indexers.records import Vector
 from indexers.workers import lower_priority
 
 Run = Callable[[Sequence[str]], Vector]  # blocking: runs in the batcher's thread

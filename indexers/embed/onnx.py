@@ -19,8 +19,8 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
-from indexers.documents import Vector
-from indexers.embed import PassEmbedder, pad, resolve_model, untruncated
+from indexers.embed.embedder import PassEmbedder, pad, resolve_model, untruncated
+from indexers.records import Vector
 
 log = logging.getLogger(__name__)
 

@@ -24,12 +24,13 @@ from typing import Any, Literal
 
 import yaml
 
-from indexers.documents import Filters, Range, TierName
-from rag_router.features import QueryFeatures
+from indexers.records import TierName
+from indexers.tiers.query import Filters, Range
+from rag_router.search.features import QueryFeatures
+from rag_router.settings import PROMPTS
 
 RouteName = Literal["auto", "hot", "cold", "both"]
 _FIXED: dict[str, tuple[TierName, ...]] = {"hot": ("hot",), "cold": ("cold",), "both": ("hot", "cold")}
-PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from indexers.documents import Chunk, Document
-from indexers.structure import split_sections
+from indexers.records import Chunk, Document
+from indexers.text.structure import split_sections
 
 TokenCounter = Callable[[Sequence[str]], list[int]]
 

@@ -8,7 +8,7 @@ English and Chinese. Every feature keeps its character span in the query. Relati
     date_range   "between 2019 and 2021", "2019–2021", "since 2020", "before 2018",
                  "2020年以来", "2019年至2021年", "last year", "去年", "近三年", "past 3 years"
     clauses      "Article 17", "Art. 5(1)(c)", "§ 4", "Section 3.2", "第十二条", "第12条第3款",
-                 "第一百三十三条之一" (an inserted article: label "133-1"); rag_router/clauses.py
+                 "第一百三十三条之一" (an inserted article: label "133-1"); rag_router/search/clauses.py
     laws         the law named right at a clause: "刑法第二十条", "《民法典》第一条",
                  "GDPR Art. 6", "Article 17 of the GDPR", with the names a ``law`` filter matches
     identifiers  "Regulation (EU) 2016/679", "Directive 95/46/EC", "C-131/12", "42 U.S.C. § 1983"
@@ -25,8 +25,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from indexers.structure import chinese_number
-from rag_router.clauses import CN_NUMBER, Clause, Law, Span, find_clauses, find_laws, overlaps
+from indexers.text.structure import chinese_number
+from rag_router.search.clauses import CN_NUMBER, Clause, Law, Span, find_clauses, find_laws, overlaps
 
 
 @dataclass(frozen=True, slots=True)

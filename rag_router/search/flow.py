@@ -1,6 +1,6 @@
 """The search flow, top to bottom: features → route → embed → retrieve (cascade) → fuse → hydrate.
 
-Answers (rag_router/answer.py: prompt compiler, LLM) are built on top of it.
+Answers (rag_router/answer/flow.py: prompt compiler, LLM) are built on top of it.
 """
 
 from __future__ import annotations
@@ -15,18 +15,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from indexers.documents import LEGS, Filters, Hit, HitRef, Leg, SearchQuery, StoredChunk, TierName, Vector
-from indexers.embed import AsyncEmbedder
-from indexers.lexical import Analyzer
+from indexers.embed.embedder import AsyncEmbedder
+from indexers.records import StoredChunk, TierName, Vector
+from indexers.text.lexical import Analyzer
 from indexers.tiers.base import Tier
+from indexers.tiers.query import LEGS, Filters, HitRef, Leg, SearchQuery
 from rag_router.errors import BackendUnavailable, InvalidRequest
-from rag_router.features import extract
-from rag_router.filters import filters_to_json
-from rag_router.fuse import Fused, FusionName, fuse
 from rag_router.metrics import Metrics
-from rag_router.relax import retrieve_routed
-from rag_router.retrieve import Retrieved
-from rag_router.route import Policy, Route, RouteName, plan
+from rag_router.search.features import extract
+from rag_router.search.filters import filters_to_json
+from rag_router.search.fuse import Fused, FusionName, Hit, fuse
+from rag_router.search.relax import retrieve_routed
+from rag_router.search.retrieve import Retrieved
+from rag_router.search.route import Policy, Route, RouteName, plan
 
 log = logging.getLogger(__name__)
 

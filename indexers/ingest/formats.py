@@ -1,7 +1,7 @@
 """One-document files → (title, text, metadata): plain text, Markdown, HTML, PDF.
 
 Each reader takes the file's bytes and returns a ``Parsed`` or raises ``Unreadable`` with a
-reason a user can act on; ``indexers.load`` turns that into a per-document failure.
+reason a user can act on; ``indexers.ingest.load`` turns that into a per-document failure.
 Dates come from the file's own metadata (front matter, ``<meta>``, the PDF info dictionary)
 so that tier placement and date filters work on files as well as on JSONL.
 """

@@ -17,9 +17,9 @@ import math
 import re
 from collections.abc import Sequence
 
-from indexers.chunk import split_sentences
-from indexers.lexical import Analyzer
-from rag_router.prompting import Constraints, Source, count_words
+from indexers.text.chunk import split_sentences
+from indexers.text.lexical import Analyzer
+from rag_router.answer.prompting import Constraints, Source, count_words
 
 DEFAULT_WORDS = 80
 _NO_SOURCES = {"en": "No sources matched the question.", "zh": "没有找到与问题相关的资料。"}

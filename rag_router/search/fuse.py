@@ -23,7 +23,32 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from indexers.documents import Hit, LegHit, LegScore, StoredChunk, TierName
+from indexers.records import StoredChunk, TierName
+from indexers.tiers.query import LegHit
+
+
+@dataclass(frozen=True, slots=True)
+class LegScore:
+    rank: int
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A fused result: the chunk, its fused score, and the rank and score it had in every leg."""
+
+    chunk: StoredChunk
+    score: float
+    tier: TierName
+    legs: Mapping[str, LegScore]
+
+    @property
+    def chunk_id(self) -> str:
+        return self.chunk.chunk_id
+
+    @property
+    def doc_id(self) -> str:
+        return self.chunk.doc_id
 
 
 @dataclass(slots=True)

@@ -2,7 +2,7 @@
 
 Formats: BEIR ``corpus.jsonl[.gz]`` (``_id``, ``title``, ``text``, ``metadata``), any JSONL
 (field names mapped by ``FieldMap``; other top-level scalars such as ``date`` join the
-metadata), and one-document files read by ``indexers.formats``: ``.txt``, ``.md`` (front
+metadata), and one-document files read by ``indexers.ingest.formats``: ``.txt``, ``.md`` (front
 matter → metadata), ``.html``, ``.pdf``. Folders are walked recursively, filtered by glob
 patterns. A file or line that cannot be read becomes a ``LoadFailure`` with a reason; it
 never stops the others. A one-document file's id is its path relative to the folder given
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from indexers.documents import DEFAULT_TENANT, Document, content_hash
-from indexers.formats import READERS, Unreadable
+from indexers.ingest.formats import READERS, Unreadable
+from indexers.records import DEFAULT_TENANT, Document, content_hash
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,8 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from indexers.documents import DEFAULT_TENANT, FILTERABLE_FIELDS, KEYWORD_FIELDS, Filters, Range
+from indexers.records import DEFAULT_TENANT, FILTERABLE_FIELDS, KEYWORD_FIELDS
+from indexers.tiers.query import Filters, Range
 from rag_router.errors import InvalidRequest
 
 _RANGE_KEYS = {"gte", "lte", "gt", "lt"}

@@ -1,6 +1,7 @@
-"""Domain models shared by the storage layer and the query path.
+"""The records of the storage layer: a document as it arrives, its chunks, a chunk as stored.
 
-They are frozen dataclasses: the wire models live in ``rag_router.api.schemas``.
+They are frozen dataclasses (the wire models live in ``rag_router.api.schemas``); the ids every
+tier derives from a chunk (``chunk_uuid``, ``chunk_key``) are defined here once.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import datetime as dt
 import functools
 import hashlib
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -17,8 +18,6 @@ import numpy as np
 import numpy.typing as npt
 
 TierName = Literal["hot", "cold"]
-Leg = Literal["dense", "lexical"]
-LEGS: tuple[Leg, ...] = ("dense", "lexical")
 DEFAULT_TENANT = "default"
 
 # Metadata keys that become exact-match (keyword) filters in every tier. Anything else in
@@ -136,42 +135,6 @@ class EmbeddedChunk:
 
 
 @dataclass(frozen=True, slots=True)
-class Range:
-    gte: Any = None
-    lte: Any = None
-    gt: Any = None
-    lt: Any = None
-
-
-@dataclass(frozen=True, slots=True)
-class Filters:
-    """Validated filters, applied inside every tier before top-k (never after)."""
-
-    tenant: str = DEFAULT_TENANT
-    year: Range | None = None
-    date: Range | None = None  # bounds are datetime.date
-    keywords: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # any-of per key
-
-    def keyword_terms(self) -> list[list[str]]:
-        """One any-of group per key: ``[["tags=a", "tags=b"], ["article=17"]]``."""
-        return [[f"{key}={v}" for v in values] for key, values in sorted(self.keywords.items())]
-
-
-@dataclass(frozen=True, slots=True)
-class SearchQuery:
-    """What a tier searches for: both legs share the filters and the depth."""
-
-    text: str
-    terms: Sequence[str]
-    vector: Vector | None
-    filters: Filters
-    k: int = 10
-    legs: tuple[Leg, ...] = LEGS
-    exact: bool = False  # brute-force dense search (congruence tests, recall checks)
-    payload: bool = True  # False: ids and scores only; the caller hydrates the hits it keeps
-
-
-@dataclass(frozen=True, slots=True)
 class StoredChunk:
     """A chunk as a tier returns it."""
 
@@ -184,9 +147,6 @@ class StoredChunk:
 
 
 _KEY_NAMESPACE = uuid.UUID("5b0c6a36-7c4e-4a55-9d55-2b7b8f3a7e10")
-
-
-HitRef = str | int | uuid.UUID  # a tier's own handle on a hit (point id, row number, document _id)
 
 
 @functools.lru_cache(maxsize=65_536)
@@ -202,42 +162,3 @@ def chunk_key(tenant: str, chunk_id: str) -> int:
     request's 200 candidates several times.
     """
     return chunk_uuid(tenant, chunk_id).int
-
-
-@dataclass(frozen=True, slots=True)
-class LegHit:
-    """One leg's ranked result inside one tier.
-
-    ``key`` names the chunk the same way in every tier (its point id, derived from tenant and
-    chunk id), so fusion can merge tiers; ``ref`` is the tier's own handle for ``hydrate``;
-    ``chunk`` is None when the query asked for ids only (``SearchQuery.payload=False``).
-    """
-
-    key: int
-    score: float
-    chunk: StoredChunk | None = None
-    ref: HitRef = ""
-
-
-@dataclass(frozen=True, slots=True)
-class LegScore:
-    rank: int
-    score: float
-
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """A fused result: the chunk, its fused score, and the rank and score it had in every leg."""
-
-    chunk: StoredChunk
-    score: float
-    tier: TierName
-    legs: Mapping[str, LegScore]
-
-    @property
-    def chunk_id(self) -> str:
-        return self.chunk.chunk_id
-
-    @property
-    def doc_id(self) -> str:
-        return self.chunk.doc_id

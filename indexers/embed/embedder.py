@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from indexers.documents import Vector
-from indexers.query_batcher import Observe, QueryBatcher
+from indexers.embed.query_batcher import Observe, QueryBatcher
+from indexers.records import Vector
 from indexers.workers import Worker
 
 log = logging.getLogger(__name__)

@@ -14,12 +14,19 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from indexers.lexical import Analyzer
-from rag_router.extractive import extractive_answer
-from rag_router.llm import Completion, LLMClient, LLMError
-from rag_router.parse import parse_citations, parse_json
-from rag_router.prompting import CompiledPrompt, Constraints, Source, compile_prompt, enforce_limits, render
-from rag_router.search import Searcher, SearchOutcome, SearchParams
+from indexers.text.lexical import Analyzer
+from rag_router.answer.extractive import extractive_answer
+from rag_router.answer.llm import Completion, LLMClient, LLMError
+from rag_router.answer.parse import parse_citations, parse_json
+from rag_router.answer.prompting import (
+    CompiledPrompt,
+    Constraints,
+    Source,
+    compile_prompt,
+    enforce_limits,
+    render,
+)
+from rag_router.search.flow import Searcher, SearchOutcome, SearchParams
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from indexers.documents import Vector
+from indexers.records import Vector
 from indexers.sqlite import connect
 
 SCHEMA = """

@@ -12,8 +12,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from indexers.documents import LegHit, SearchQuery, TierName
+from indexers.records import TierName
 from indexers.tiers.base import LegResults, Tier
+from indexers.tiers.query import LegHit, SearchQuery
 from rag_router.errors import BackendUnavailable
 
 log = logging.getLogger(__name__)

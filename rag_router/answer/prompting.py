@@ -24,16 +24,15 @@ import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from jinja2 import StrictUndefined
 from jinja2.sandbox import SandboxedEnvironment
 
-from indexers.structure import CN_NUMERALS, chinese_number
+from indexers.text.structure import CN_NUMERALS, chinese_number
+from rag_router.settings import PROMPTS
 
-PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
 Format = Literal["text", "bullets", "json"]
 TOKENS_PER_WORD = 1.15  # English, measured (see the module docstring)
 TOKENS_PER_CHAR = 1.11  # Chinese characters, measured

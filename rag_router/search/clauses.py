@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from indexers.structure import CN_NUMERALS, ROMAN, chinese_number, law_name, roman_number
+from indexers.text.structure import CN_NUMERALS, ROMAN, chinese_number, law_name, roman_number
 
 Span = tuple[int, int]
 CN_NUMBER = rf"(?:\d+|[{CN_NUMERALS}]+)"
@@ -31,7 +31,7 @@ class Clause:
     @property
     def label(self) -> str:
         """The value a clause filter matches: "17" for Article 17, "3.2" for Section 3.2, "133-1"
-        for 第一百三十三条之一 (as ``indexers.structure`` stores it)."""
+        for 第一百三十三条之一 (as ``indexers.text.structure`` stores it)."""
         if self.kind == "section":
             return ".".join(map(str, self.path[: self.depth]))
         return f"{self.number}-{self.sub}" if self.sub else str(self.number)

@@ -1,0 +1,1 @@
+"""Text analysis shared by ingestion and search: the lexical analyzer, document structure, chunking."""

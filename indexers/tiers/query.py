@@ -1,0 +1,66 @@
+"""What search asks of a tier, and what one tier's leg answers (the tier seam's vocabulary)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from indexers.records import DEFAULT_TENANT, StoredChunk, Vector
+
+Leg = Literal["dense", "lexical"]
+LEGS: tuple[Leg, ...] = ("dense", "lexical")
+
+HitRef = str | int | uuid.UUID  # a tier's own handle on a hit (point id, row number, document _id)
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    gte: Any = None
+    lte: Any = None
+    gt: Any = None
+    lt: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Validated filters, applied inside every tier before top-k (never after)."""
+
+    tenant: str = DEFAULT_TENANT
+    year: Range | None = None
+    date: Range | None = None  # bounds are datetime.date
+    keywords: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # any-of per key
+
+    def keyword_terms(self) -> list[list[str]]:
+        """One any-of group per key: ``[["tags=a", "tags=b"], ["article=17"]]``."""
+        return [[f"{key}={v}" for v in values] for key, values in sorted(self.keywords.items())]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchQuery:
+    """What a tier searches for: both legs share the filters and the depth."""
+
+    text: str
+    terms: Sequence[str]
+    vector: Vector | None
+    filters: Filters
+    k: int = 10
+    legs: tuple[Leg, ...] = LEGS
+    exact: bool = False  # brute-force dense search (congruence tests, recall checks)
+    payload: bool = True  # False: ids and scores only; the caller hydrates the hits it keeps
+
+
+@dataclass(frozen=True, slots=True)
+class LegHit:
+    """One leg's ranked result inside one tier.
+
+    ``key`` names the chunk the same way in every tier (its point id, derived from tenant and
+    chunk id), so fusion can merge tiers; ``ref`` is the tier's own handle for ``hydrate``;
+    ``chunk`` is None when the query asked for ids only (``SearchQuery.payload=False``).
+    """
+
+    key: int
+    score: float
+    chunk: StoredChunk | None = None
+    ref: HitRef = ""
