@@ -12,9 +12,10 @@ from fastapi_offline import FastAPIOffline
 
 from indexers.embed.embedder import Embedder
 from rag_router import __version__
-from rag_router.api import answer_routes, errors, routes
+from rag_router.api import errors
 from rag_router.api.context import RequestContext
 from rag_router.api.limits import BodyLimit, InFlightLimit
+from rag_router.api.routes import ROUTERS
 from rag_router.services import build_services
 from rag_router.settings import Settings
 
@@ -52,8 +53,8 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None, freeze_g
     )
     app.state.settings = settings
     errors.install(app)
-    app.include_router(routes.router)
-    app.include_router(answer_routes.router)
+    for router in ROUTERS:
+        app.include_router(router)
 
     def rejected() -> None:
         services = getattr(app.state, "services", None)

@@ -13,7 +13,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from rag_router.api.schemas import ErrorEnvelope
 from rag_router.errors import (
     BackendUnavailable,
     InvalidRequest,
@@ -33,12 +32,6 @@ STATUS: dict[type[RagError], int] = {
     BackendUnavailable: 503,
 }
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large", 401: "unauthorized"}
-
-
-# The error responses every endpoint documents in the OpenAPI schema (the one envelope).
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorEnvelope} for code in (401, 404, 413, 422, 503)
-}
 
 
 def status_of(exc: RagError) -> int:

@@ -7,6 +7,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from indexers.records import parse_date
+from rag_router.answer.flow import AnswerOutcome
+from rag_router.answer.prompting import Constraints
 from rag_router.search.flow import SearchOutcome
 
 
@@ -193,3 +195,84 @@ class ErrorBody(BaseModel):
 
 class ErrorEnvelope(BaseModel):
     error: ErrorBody
+
+
+# /v1/answer ------------------------------------------------------------------------------------
+
+
+class ConstraintsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    max_words: int | None = Field(None, ge=1, le=5000)
+    max_chars: int | None = Field(None, ge=1, le=20000)
+    max_sentences: int | None = Field(None, ge=1, le=200)
+    format: Literal["text", "bullets", "json"] | None = None
+    json_schema: dict[str, Any] | None = Field(None, description="JSON schema for vLLM guided decoding")
+    language: str | None = Field(None, max_length=8)
+
+    def domain(self) -> Constraints:
+        fields = tuple((self.json_schema or {}).get("properties", {}))
+        return Constraints(
+            max_words=self.max_words,
+            max_chars=self.max_chars,
+            max_sentences=self.max_sentences,
+            format=self.format or ("json" if self.json_schema else "text"),
+            json_fields=fields,
+            language=self.language,
+        )
+
+
+class AnswerRequest(SearchRequest):
+    top_k: int = Field(5, ge=1, le=100, description="hits to return (and the sources the model sees)")
+    stream: bool = False
+    constraints: ConstraintsIn | None = None
+
+
+class Citation(BaseModel):
+    n: int
+    chunk_id: str
+    doc_id: str
+
+
+class AnswerResponse(SearchResponse):
+    answer: str | None
+    answer_json: dict[str, Any] | None
+    citations: list[Citation]
+    mode: Literal["llm", "extractive"]
+    finish_reason: str | None
+    usage: dict[str, int] | None
+    notes: list[str] = Field(default_factory=list, description="what could not be done as asked, and why")
+
+    @classmethod
+    def from_answer(cls, result: AnswerOutcome) -> AnswerResponse:
+        search = SearchResponse.from_outcome(result.search)
+        return cls(
+            **search.model_dump(exclude={"degraded"}),
+            degraded=result.degraded,
+            answer=result.answer,
+            answer_json=result.answer_json,
+            citations=[Citation(**c) for c in result.citations],
+            mode=result.mode,
+            finish_reason=result.finish_reason,
+            usage=result.usage,
+            notes=result.notes,
+        )
+
+
+# /v1/chat/completions (OpenAI's request, the fields that matter here) -------------------------
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+
+class ChatRequest(BaseModel):
+    """The fields of OpenAI's request that matter here; others (temperature, …) are accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str = "rag-router"
+    messages: list[ChatMessage] = Field(..., min_length=1)
+    stream: bool = False
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)

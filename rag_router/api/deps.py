@@ -1,0 +1,82 @@
+"""What routes depend on: the services, the caller's tenant, wire → flow parameter builders, and the
+error responses every endpoint documents (the one envelope, ``errors.py``)."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from indexers.records import Document, content_hash
+from rag_router.answer.flow import AnswerParams
+from rag_router.api.errors import request_id
+from rag_router.api.schemas import ConstraintsIn, DocumentsRequest, ErrorEnvelope, SearchRequest
+from rag_router.errors import Unauthorized
+from rag_router.search.filters import parse_filters
+from rag_router.search.flow import SearchParams
+from rag_router.services import Services
+
+# The error responses every endpoint documents in the OpenAPI schema (the one envelope).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorEnvelope} for code in (401, 404, 413, 422, 503)
+}
+
+
+async def services(request: Request) -> Services:
+    svc: Services = request.app.state.services
+    return svc
+
+
+async def tenant(request: Request) -> str:
+    """The tenant of the credential. Keys are ``key`` (default tenant) or ``tenant:key``."""
+    keys = request.app.state.settings.api_keys
+    if not keys:
+        return "default"
+    header = request.headers.get("authorization", "")
+    given = header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else ""
+    for secret in keys:
+        name, _, key = secret.get_secret_value().rpartition(":")
+        if given and hmac.compare_digest(given.encode(), key.encode()):
+            return name or "default"
+    raise Unauthorized("missing or unknown API key (Authorization: Bearer <key>)")
+
+
+Svc = Annotated[Services, Depends(services)]
+Tenant = Annotated[str, Depends(tenant)]
+
+
+def search_params(body: SearchRequest, request: Request, tenant: str) -> SearchParams:
+    """The wire request → the search flow's parameters (also used by the answer routes)."""
+    return SearchParams(
+        query=body.query,
+        top_k=body.top_k,
+        route=body.route,
+        filters=parse_filters(body.filters, tenant),
+        legs=tuple(dict.fromkeys(body.legs)) if body.legs else ("dense", "lexical"),
+        request_id=request_id(request),
+    )
+
+
+def answer_params(
+    body: SearchRequest, request: Request, tenant: str, constraints: ConstraintsIn | None
+) -> AnswerParams:
+    return AnswerParams(
+        search=search_params(body, request, tenant),
+        constraints=constraints.domain() if constraints else None,
+        schema=constraints.json_schema if constraints else None,
+        sources=min(body.top_k, request.app.state.settings.llm.sources),
+    )
+
+
+def documents_of(body: DocumentsRequest, tenant: str) -> list[Document]:
+    return [
+        Document(
+            id=d.id or content_hash(d.title or "", d.text),
+            text=d.text,
+            title=d.title,
+            metadata=d.metadata,
+            tenant=tenant,
+        )
+        for d in body.documents
+    ]

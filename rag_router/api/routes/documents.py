@@ -1,0 +1,69 @@
+"""``/v1/documents``: add a small batch synchronously, read one back (text byte for byte), delete one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from indexers.records import StoredChunk, TierName
+from indexers.text.chunk import rebuild
+from rag_router.api.deps import ERROR_RESPONSES, Svc, Tenant, documents_of
+from rag_router.api.schemas import ChunkOut, DocumentOut, DocumentResult, DocumentsRequest, DocumentsResponse
+from rag_router.errors import NotFound, PayloadTooLarge
+from rag_router.services import Services
+
+router = APIRouter()
+
+
+@router.post("/v1/documents", response_model=DocumentsResponse, responses=ERROR_RESPONSES)
+async def add_documents(body: DocumentsRequest, svc: Svc, tenant: Tenant) -> DocumentsResponse:
+    limit = svc.settings.max_documents_per_request
+    if len(body.documents) > limit:
+        raise PayloadTooLarge(
+            f"{len(body.documents)} documents in one request; at most {limit} (use /v1/ingest/jobs)"
+        )
+    docs = documents_of(body, tenant)
+    report = await svc.pipeline.ingest(docs, placement=body.tier, collect=True)
+    svc.metrics.count_ingest(report.results, report.chunks_written)
+    return DocumentsResponse(
+        results=[
+            DocumentResult(id=r.id, status=r.status, chunks=r.chunks, tier=r.tier, error=r.error)
+            for r in report.results
+        ]
+    )
+
+
+async def _stored(svc: Services, tenant: str, doc_id: str) -> list[tuple[TierName, StoredChunk]]:
+    found: list[tuple[TierName, StoredChunk]] = []
+    for name, tier in svc.tiers.items():
+        found.extend((name, c) for c in await tier.fetch(tenant, [doc_id]))
+    if not found:
+        raise NotFound(f"document {doc_id!r} not found")
+    return found
+
+
+@router.get("/v1/documents/{doc_id:path}", response_model=DocumentOut, responses=ERROR_RESPONSES)
+async def get_document(doc_id: str, svc: Svc, tenant: Tenant) -> DocumentOut:
+    found = await _stored(svc, tenant, doc_id)
+    first = found[0][1]
+    # one tier's chunks in order give the text back (a document mid-retier is in both)
+    own = sorted((c for t, c in found if t == found[0][0]), key=lambda c: int(c.chunk_id.rsplit("#", 1)[1]))
+    return DocumentOut(
+        id=doc_id,
+        title=first.title,
+        text=rebuild([(c.text, c.metadata.get("char_start")) for c in own]),
+        metadata={k: v for k, v in first.metadata.items() if k != "char_start"},
+        tiers=sorted({t for t, _ in found}),
+        chunks=[
+            ChunkOut(chunk_id=c.chunk_id, tier=t, text=c.text, metadata=dict(c.metadata)) for t, c in found
+        ],
+    )
+
+
+@router.delete("/v1/documents/{doc_id:path}", responses=ERROR_RESPONSES)
+async def delete_document(doc_id: str, svc: Svc, tenant: Tenant) -> dict[str, Any]:
+    found = await _stored(svc, tenant, doc_id)
+    for name in {t for t, _ in found}:
+        await svc.tiers[name].delete(tenant, [c.chunk_id for t, c in found if t == name])
+    return {"id": doc_id, "deleted_chunks": len(found)}

@@ -1,0 +1,37 @@
+"""Liveness, readiness (each backend pinged) and Prometheus metrics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from rag_router.api.deps import Svc
+
+router = APIRouter()
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(svc: Svc) -> JSONResponse:
+    backends: dict[str, dict[str, Any]] = {}
+    for name, tier in svc.tiers.items():
+        backends[name] = {"ok": await tier.ping(), "engine": tier.engine}
+    backends["llm"] = {
+        "ok": True,
+        "engine": "extractive" if not svc.settings.llm.base_url else "openai-compatible",
+    }
+    backends["embedder"] = {"ok": True, "engine": svc.embedder.model_name}
+    ready = all(b["ok"] for b in backends.values())
+    body = {"status": "ready" if ready else "unavailable", "backends": backends}
+    return JSONResponse(body, status_code=200 if ready else 503)
+
+
+@router.get("/metrics")
+async def metrics(svc: Svc) -> Response:
+    return PlainTextResponse(svc.metrics.render(), media_type="text/plain; version=0.0.4")
