@@ -36,7 +36,7 @@ from indexers.ingest.load import LoadFailure
 from indexers.records import Chunk, Document, EmbeddedChunk, StoredChunk, TierName
 from indexers.text.chunk import Chunker
 from indexers.text.structure import heading_metadata
-from indexers.tiers.base import Tier
+from indexers.tiers.base import StoreTier
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ class Pipeline:
         *,
         embedder: AsyncEmbedder,
         chunker: Chunker,
-        tiers: Mapping[TierName, Tier],
+        tiers: Mapping[TierName, StoreTier],
         hot_window_days: int = 365,
         today: Callable[[], dt.date] = dt.date.today,
         batch_chunks: int = 512,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from indexers.ingest.pipeline import Pipeline, place
 from indexers.records import Chunk, Document, EmbeddedChunk, StoredChunk
-from indexers.tiers.base import Tier
+from indexers.tiers.base import StoreTier
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +42,8 @@ def to_chunk(stored: StoredChunk, tenant: str) -> Chunk:
 
 
 async def retier(
-    hot: Tier,
-    cold: Tier,
+    hot: StoreTier,
+    cold: StoreTier,
     pipeline: Pipeline,
     *,
     hot_window_days: int,
@@ -73,7 +73,7 @@ async def retier(
 
 
 async def _move(
-    hot: Tier, cold: Tier, pipeline: Pipeline, tenant: str, ids: Sequence[str], report: RetierReport
+    hot: StoreTier, cold: StoreTier, pipeline: Pipeline, tenant: str, ids: Sequence[str], report: RetierReport
 ) -> None:
     stored = await hot.fetch(tenant, ids)
     chunks = [to_chunk(s, tenant) for s in stored]

@@ -32,22 +32,13 @@ class TierUnavailable(TierError):
 
 
 @runtime_checkable
-class Tier(Protocol):
-    """A storage engine. Blocking engines run their work in worker threads."""
+class SearchTier(Protocol):
+    """What the search flow needs of a storage engine: search, then hydrate the hits it keeps."""
 
     @property
     def engine(self) -> str:
         """A short name of the engine, e.g. ``qdrant-edge`` (shown by /readyz)."""
         ...
-
-    async def ensure(self) -> None:
-        """Create collections/indexes if missing and catch up any derived index."""
-
-    async def upsert(self, chunks: Sequence[EmbeddedChunk]) -> None:
-        """Insert or replace chunks by id; returns only once the write is durable."""
-
-    async def delete(self, tenant: str, chunk_ids: Sequence[str]) -> None:
-        """Remove chunks by id (missing ids are not an error)."""
 
     async def search(self, query: SearchQuery) -> LegResults:
         """Run the requested legs with the query's filters applied before top-k.
@@ -61,12 +52,35 @@ class Tier(Protocol):
         """The chunks behind ``LegHit.ref`` values; a ref deleted since the search is absent."""
         ...
 
-    async def optimize(self) -> bool:
-        """Build indexes for what was bulk-written (the embedded engines need a nudge)."""
+    async def fetch(self, tenant: str, doc_ids: Sequence[str]) -> list[StoredChunk]:
+        """Every stored chunk of these documents, in document order (GET, change detection)."""
         ...
 
-    async def fetch(self, tenant: str, doc_ids: Sequence[str]) -> list[StoredChunk]:
-        """Every stored chunk of these documents (for change detection and GET)."""
+    async def ping(self) -> bool:
+        """Whether the engine answers."""
+        ...
+
+
+@runtime_checkable
+class StoreTier(Protocol):
+    """What writing and administration need of a storage engine (ingestion, retier, the CLI)."""
+
+    @property
+    def engine(self) -> str: ...
+
+    async def ensure(self) -> None:
+        """Create collections/indexes if missing and catch up any derived index."""
+
+    async def upsert(self, chunks: Sequence[EmbeddedChunk]) -> None:
+        """Insert or replace chunks by id; returns only once the write is durable."""
+
+    async def delete(self, tenant: str, chunk_ids: Sequence[str]) -> None:
+        """Remove chunks by id (missing ids are not an error)."""
+
+    async def fetch(self, tenant: str, doc_ids: Sequence[str]) -> list[StoredChunk]: ...
+
+    async def optimize(self) -> bool:
+        """Build indexes for what was bulk-written (the embedded engines need a nudge)."""
         ...
 
     async def dated(self, through_year: int) -> list[DatedDocument]:
@@ -77,9 +91,10 @@ class Tier(Protocol):
         """Number of chunks stored (for one tenant, or all)."""
         ...
 
-    async def ping(self) -> bool:
-        """Whether the engine answers."""
-        ...
-
     async def close(self) -> None:
         """Flush and release the engine's resources."""
+
+
+@runtime_checkable
+class Tier(SearchTier, StoreTier, Protocol):
+    """A storage engine: both seams. Blocking engines get them from ``threaded.ThreadedTier``."""

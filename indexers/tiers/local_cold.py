@@ -34,17 +34,15 @@ from indexers.tiers.cold_lexical import LexicalIndex
 from indexers.tiers.cold_store import ROW_COLUMNS, Store, day_number, filter_sql
 from indexers.tiers.cold_vectors import VectorIndex
 from indexers.tiers.query import Filters, HitRef, LegHit, SearchQuery
-from indexers.workers import Worker
+from indexers.tiers.threaded import ThreadedTier
 
 log = logging.getLogger(__name__)
 
 
-class LocalColdTier:
-    """The embedded cold tier: SQLite + tantivy + FAISS in ``path``."""
+class LocalCold:
+    """The embedded cold engine (blocking): SQLite + tantivy + FAISS in ``path``."""
 
-    def __init__(
-        self, path: Path, *, dim: int, analyzer: Analyzer, ivf_threshold: int = 200_000, nice: int = 0
-    ) -> None:
+    def __init__(self, path: Path, *, dim: int, analyzer: Analyzer, ivf_threshold: int = 200_000) -> None:
         self._path = path
         self._dim = dim
         self._analyzer = analyzer
@@ -53,7 +51,6 @@ class LocalColdTier:
         self._lexical: LexicalIndex | None = None
         self._vectors: VectorIndex | None = None
         self._open_lock = threading.Lock()
-        self._worker = Worker("local-cold", nice=nice)
 
     @property
     def engine(self) -> str:
@@ -69,6 +66,12 @@ class LocalColdTier:
                 self._catch_up(store, lexical, vectors)
                 self._store, self._lexical, self._vectors = store, lexical, vectors
             return self._store, self._lexical, self._vectors
+
+    def ensure(self) -> None:
+        self._parts()
+
+    def ping(self) -> None:
+        self._parts()[0].reader().execute("SELECT 1").fetchone()
 
     def _catch_up(self, store: Store, lexical: LexicalIndex, vectors: VectorIndex) -> None:
         """Replay into tantivy and FAISS every change newer than their watermarks."""
@@ -110,12 +113,9 @@ class LocalColdTier:
         deleted = [r[0] for r in conn.execute("SELECT seq FROM tombstones WHERE version > ?", (since,))]
         return [r[0] for r in rows], vecs, deleted
 
-    async def ensure(self) -> None:
-        await self._worker.run(self._parts)
-
     # writes ---------------------------------------------------------------------------
 
-    def _upsert(self, items: Sequence[EmbeddedChunk]) -> None:
+    def upsert(self, items: Sequence[EmbeddedChunk]) -> None:
         store, lexical, vectors = self._parts()
         with store.write_lock:
             rows, seqs = [], []
@@ -163,11 +163,7 @@ class LocalColdTier:
         conn.execute("DELETE FROM tombstones WHERE seq = ?", (seq,))
         return (seq, c.tenant, terms, c.year, day, kws)
 
-    async def upsert(self, chunks: Sequence[EmbeddedChunk]) -> None:
-        if chunks:
-            await self._worker.run(self._upsert, chunks)
-
-    def _delete(self, tenant: str, chunk_ids: Sequence[str]) -> None:
+    def delete(self, tenant: str, chunk_ids: Sequence[str]) -> None:
         store, lexical, vectors = self._parts()
         with store.write_lock:
             with store.transaction() as conn:
@@ -189,13 +185,9 @@ class LocalColdTier:
                 lexical.apply([], seqs, version)
                 vectors.apply([], np.zeros((0, self._dim), dtype=np.float32), seqs)
 
-    async def delete(self, tenant: str, chunk_ids: Sequence[str]) -> None:
-        if chunk_ids:
-            await self._worker.run(self._delete, tenant, list(chunk_ids))
-
     # reads ----------------------------------------------------------------------------
 
-    def _search(self, query: SearchQuery) -> LegResults:
+    def search(self, query: SearchQuery) -> LegResults:
         store, lexical, vectors = self._parts()
         conn = store.reader()
         results: dict[str, list[tuple[int, float]]] = {}
@@ -251,19 +243,11 @@ class LocalColdTier:
         marks = ",".join("?" * len(seqs))
         return dict(conn.execute(f"SELECT seq, chunk_id FROM chunks WHERE seq IN ({marks})", tuple(seqs)))
 
-    async def search(self, query: SearchQuery) -> LegResults:
-        return await self._worker.run(self._search, query)
-
-    def _hydrate(self, refs: Sequence[HitRef]) -> dict[HitRef, StoredChunk]:
+    def hydrate(self, refs: Sequence[HitRef]) -> dict[HitRef, StoredChunk]:
         rows = self._rows(self._parts()[0].reader(), {int(r) for r in refs})
         return {seq: chunk for seq, chunk in rows.items()}
 
-    async def hydrate(self, refs: Sequence[HitRef]) -> dict[HitRef, StoredChunk]:
-        if not refs:
-            return {}
-        return await self._worker.run(self._hydrate, refs)
-
-    def _fetch(self, tenant: str, doc_ids: Sequence[str]) -> list[StoredChunk]:
+    def fetch(self, tenant: str, doc_ids: Sequence[str]) -> list[StoredChunk]:
         store, _, _ = self._parts()
         marks = ",".join("?" * len(doc_ids))
         rows = store.reader().execute(
@@ -272,12 +256,7 @@ class LocalColdTier:
         )
         return [_stored(r) for r in rows]
 
-    async def fetch(self, tenant: str, doc_ids: Sequence[str]) -> list[StoredChunk]:
-        if not doc_ids:
-            return []
-        return await self._worker.run(self._fetch, tenant, list(doc_ids))
-
-    def _dated(self, through_year: int) -> list[DatedDocument]:
+    def dated(self, through_year: int) -> list[DatedDocument]:
         rows = (
             self._parts()[0]
             .reader()
@@ -288,25 +267,11 @@ class LocalColdTier:
         )
         return [(tenant, doc_id, json.loads(meta)) for tenant, doc_id, meta in rows]
 
-    async def dated(self, through_year: int) -> list[DatedDocument]:
-        return await self._worker.run(self._dated, through_year)
-
-    def _count(self, tenant: str | None) -> int:
+    def count(self, tenant: str | None) -> int:
         conn = self._parts()[0].reader()
         if tenant is None:
             return int(conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
         return int(conn.execute("SELECT COUNT(*) FROM chunks WHERE tenant = ?", (tenant,)).fetchone()[0])
-
-    async def count(self, tenant: str | None = None) -> int:
-        return await self._worker.run(self._count, tenant)
-
-    async def ping(self) -> bool:
-        try:
-            await self._worker.run(lambda: self._parts()[0].reader().execute("SELECT 1").fetchone())
-        except Exception:  # any engine failure means "not ready"
-            log.exception("cold tier ping failed")
-            return False
-        return True
 
     def flush(self) -> None:
         """Persist the FAISS index (tantivy and SQLite are durable on every write)."""
@@ -314,7 +279,7 @@ class LocalColdTier:
             with self._store.write_lock:
                 self._vectors.save(self._store.version())
 
-    def _optimize(self) -> bool:
+    def optimize(self) -> bool:
         """Switch FAISS index kind when the collection crossed the threshold, then persist it."""
         store, _, vectors = self._parts()
         with store.write_lock:
@@ -326,10 +291,7 @@ class LocalColdTier:
         self.flush()
         return rebuilt
 
-    async def optimize(self) -> bool:
-        return await self._worker.run(self._optimize)
-
-    def _close(self) -> None:
+    def close(self) -> None:
         with self._open_lock:
             if self._store is None:
                 return
@@ -339,9 +301,18 @@ class LocalColdTier:
             self._store.close()
             self._store = self._lexical = self._vectors = None
 
-    async def close(self) -> None:
-        await self._worker.run(self._close)
-        self._worker.shutdown()
+
+class LocalColdTier(ThreadedTier):
+    """The embedded cold tier: ``LocalCold`` in worker threads."""
+
+    def __init__(
+        self, path: Path, *, dim: int, analyzer: Analyzer, ivf_threshold: int = 200_000, nice: int = 0
+    ) -> None:
+        self.local = LocalCold(path, dim=dim, analyzer=analyzer, ivf_threshold=ivf_threshold)
+        super().__init__(self.local, name="local-cold", nice=nice)
+
+    def flush(self) -> None:
+        self.local.flush()
 
 
 def _stored(row: tuple[Any, ...]) -> StoredChunk:

@@ -37,7 +37,7 @@ from indexers.tiers import edge_shard as es
 from indexers.tiers import qdrant_points as qp
 from indexers.tiers.base import DatedDocument, LegResults, TierError
 from indexers.tiers.query import HitRef, LegHit, SearchQuery
-from indexers.workers import Worker
+from indexers.tiers.threaded import ThreadedTier
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +45,207 @@ Compaction = Literal["subprocess", "inprocess"]
 Named = tuple[str, qe.EdgeShard]
 
 
-class QdrantEdgeTier:
-    """The embedded hot tier: one fresh shard plus sealed, optimized shards."""
+class EdgeShards:
+    """The hot engine (blocking): one fresh shard plus sealed, optimized shards, in ``path``."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        config: es.ShardConfig,
+        analyzer: Analyzer,
+        avg_len: float,
+        hnsw_ef: int,
+        max_sealed: int,
+    ) -> None:
+        self.dir = path
+        self.config = config
+        self._analyzer = analyzer
+        self._avg_len = avg_len
+        self._hnsw_ef = hnsw_ef
+        self._max_sealed = max_sealed
+        self._lock = threading.RLock()  # guards the shard list; writes hold it for their duration
+        self._fresh: Named | None = None
+        self._sealed: list[Named] = []
+        self._retired: list[Named] = []  # swapped out; closed at the next swap (in-flight reads finish)
+        self._next = 1
+
+    @property
+    def engine(self) -> str:
+        return "qdrant-edge"
+
+    # layout -------------------------------------------------------------------------
+
+    def _manifest(self) -> Path:
+        return self.dir / "manifest.json"
+
+    def _write_manifest(self) -> None:
+        assert self._fresh is not None
+        body = {"fresh": self._fresh[0], "sealed": [name for name, _ in self._sealed], "next": self._next}
+        tmp = self._manifest().with_suffix(".tmp")
+        tmp.write_text(json.dumps(body))
+        tmp.replace(self._manifest())
+
+    def new_name(self, kind: str) -> str:
+        name = f"{kind}-{self._next:06d}"
+        self._next += 1
+        return name
+
+    def _open(self) -> Named:
+        with self._lock:
+            if self._fresh is None:
+                self.dir.mkdir(parents=True, exist_ok=True)
+                if self._manifest().exists():
+                    body = json.loads(self._manifest().read_text())
+                    self._next = int(body["next"])
+                    fresh_name, sealed = str(body["fresh"]), [str(n) for n in body["sealed"]]
+                else:
+                    fresh_name, sealed = self.new_name("fresh"), []
+                self._sweep({fresh_name, *sealed})
+                self._sealed = [(n, es.open_shard(self.dir / n, self.config)) for n in sealed]
+                self._fresh = (fresh_name, es.open_shard(self.dir / fresh_name, self.config))
+                self._write_manifest()
+            return self._fresh
+
+    def _sweep(self, keep: set[str]) -> None:
+        """Remove what a crashed build left behind: folders the manifest does not list."""
+        for child in self.dir.iterdir():
+            ours = child.name.startswith(("fresh-", "sealed-"))
+            if child.is_dir() and ours and child.name not in keep:
+                log.warning("hot tier: removing %s (not in the manifest)", child.name)
+                shutil.rmtree(child, ignore_errors=True)
+
+    def _shards(self) -> list[Named]:
+        fresh = self._open()
+        with self._lock:
+            return [fresh, *self._sealed]
+
+    # writes -------------------------------------------------------------------------
+
+    def ensure(self) -> None:
+        self._open()
+
+    def ping(self) -> None:
+        self._open()[1].info()
+
+    def fresh_size(self) -> int:
+        """Points in the fresh shard (approximate: it decides when to seal)."""
+        return self._open()[1].count(qe.CountRequest(exact=False))
+
+    def upsert(self, chunks: Sequence[EmbeddedChunk]) -> None:
+        points = [es.to_point(c, self._analyzer, self._avg_len) for c in chunks]
+        ids: list[qe.PointId] = [p.id for p in points]
+        with self._lock:
+            fresh = self._open()[1]
+            fresh.update(qe.UpdateOperation.upsert_points(points))
+            for _, shard in self._sealed:
+                shard.update(qe.UpdateOperation.delete_points(ids))
+
+    def delete(self, tenant: str, chunk_ids: Sequence[str]) -> None:
+        ids: list[qe.PointId] = [qp.point_id(tenant, c) for c in chunk_ids]
+        with self._lock:
+            for _, shard in self._shards():
+                shard.update(qe.UpdateOperation.delete_points(ids))
+
+    # compaction ---------------------------------------------------------------------
+
+    def rotate(self, merge: bool) -> list[Named]:
+        """Start a new fresh shard; the old one joins the sealed list as a build input."""
+        with self._lock:
+            old = self._open()
+            merge = merge or len(self._sealed) + 1 > self._max_sealed
+            if old[1].count(qe.CountRequest(exact=True)) == 0 and not (merge and len(self._sealed) > 1):
+                return []
+            name = self.new_name("fresh")
+            self._fresh = (name, es.open_shard(self.dir / name, self.config))
+            self._sealed.append(old)
+            self._write_manifest()
+            return list(self._sealed) if merge else [old]
+
+    def swap(self, inputs: list[Named], built: Named, exported: set[str]) -> None:
+        with self._lock:
+            present: set[str] = set()
+            for _, shard in inputs:
+                for page in es.scroll(shard):
+                    present.update(str(r.id) for r in page)
+            gone: list[qe.PointId] = list(exported - present)  # deleted or moved during the build
+            if gone:
+                built[1].update(qe.UpdateOperation.delete_points(gone))
+            for retired_name, shard in self._retired:
+                shard.close()
+                shutil.rmtree(self.dir / retired_name, ignore_errors=True)
+            names = {n for n, _ in inputs}
+            self._retired = inputs
+            self._sealed = [s for s in self._sealed if s[0] not in names] + [built]
+            self._write_manifest()
+
+    # reads --------------------------------------------------------------------------
+
+    def search(self, query: SearchQuery) -> LegResults:
+        requests = es.leg_requests(query, self._hnsw_ef)
+        if not requests:
+            return {}
+        merged: dict[str, list[LegHit]] = {leg: [] for leg, _ in requests}
+        for _, shard in self._shards():
+            for leg, hits in es.search(shard, requests, payload=query.payload).items():
+                merged[leg].extend(hits)
+        return {leg: sorted(hits, key=lambda h: -h.score)[: query.k] for leg, hits in merged.items()}
+
+    def hydrate(self, refs: Sequence[HitRef]) -> dict[HitRef, StoredChunk]:
+        found: dict[HitRef, StoredChunk] = {}
+        for _, shard in self._shards():
+            found.update(es.hydrate(shard, [r for r in refs if r not in found]))
+            if len(found) == len(refs):
+                break
+        return found
+
+    def fetch(self, tenant: str, doc_ids: Sequence[str]) -> list[StoredChunk]:
+        payloads = [
+            r.payload or {}
+            for _, shard in self._shards()
+            for page in es.scroll(shard, es.tenant_filter(tenant, doc_ids))
+            for r in page
+        ]
+        payloads.sort(key=lambda p: (p.get("doc_id", ""), p.get("n", 0)))  # document order
+        return [qp.stored(p) for p in payloads]
+
+    def dated(self, through_year: int) -> list[DatedDocument]:
+        qfilter = qe.Filter(must=[qe.FieldCondition(key="year", range=qe.RangeFloat(lte=through_year))])
+        found: dict[tuple[str, str], DatedDocument] = {}
+        for _, shard in self._shards():
+            for page in es.scroll(shard, qfilter):
+                for record in page:
+                    p = record.payload or {}
+                    found.setdefault(
+                        (p["tenant"], p["doc_id"]), (p["tenant"], p["doc_id"], p.get("metadata") or {})
+                    )
+        return list(found.values())
+
+    def count(self, tenant: str | None) -> int:
+        qfilter = es.tenant_filter(tenant) if tenant is not None else None
+        return sum(shard.count(qe.CountRequest(exact=True, filter=qfilter)) for _, shard in self._shards())
+
+    def shard_names(self) -> list[str]:
+        """Fresh first, then sealed (for tests and /readyz details)."""
+        return [name for name, _ in self._shards()]
+
+    def close(self) -> None:
+        with self._lock:
+            for _, shard in [*([self._fresh] if self._fresh else []), *self._sealed, *self._retired]:
+                with contextlib.suppress(Exception):
+                    shard.flush()
+                shard.close()
+            for name, _ in self._retired:
+                shutil.rmtree(self.dir / name, ignore_errors=True)
+            self._fresh, self._sealed, self._retired = None, [], []
+
+    def optimize(self) -> bool:
+        """Not used: ``QdrantEdgeTier`` seals and merges shards itself (``compact``)."""
+        return False
+
+
+class QdrantEdgeTier(ThreadedTier):
+    """The embedded hot tier: ``EdgeShards`` in worker threads, sealed shards built in the background."""
 
     def __init__(
         self,
@@ -62,106 +261,23 @@ class QdrantEdgeTier:
         compaction: Compaction = "subprocess",
         nice: int = 0,
     ) -> None:
-        self._dir = path
-        self._config = es.ShardConfig(dim=dim, indexing_threshold_kb=indexing_threshold_kb)
-        self._analyzer = analyzer
-        self._avg_len = avg_len
-        self._hnsw_ef = hnsw_ef
+        config = es.ShardConfig(dim=dim, indexing_threshold_kb=indexing_threshold_kb)
+        self.shards = EdgeShards(
+            path, config=config, analyzer=analyzer, avg_len=avg_len, hnsw_ef=hnsw_ef, max_sealed=max_sealed
+        )
+        super().__init__(self.shards, name="qdrant-edge", nice=nice)
         self._fresh_limit = fresh_limit
-        self._max_sealed = max_sealed
         self._compaction = compaction
-        self._lock = threading.RLock()  # guards the shard list; writes hold it for their duration
-        self._fresh: Named | None = None
-        self._sealed: list[Named] = []
-        self._retired: list[Named] = []  # swapped out; closed at the next swap (in-flight reads finish)
-        self._next = 1
-        self._worker = Worker("qdrant-edge", nice=nice)
         self._compacting = asyncio.Lock()
         self._background: asyncio.Task[bool] | None = None
-
-    @property
-    def engine(self) -> str:
-        return "qdrant-edge"
-
-    # layout -------------------------------------------------------------------------
-
-    def _manifest(self) -> Path:
-        return self._dir / "manifest.json"
-
-    def _write_manifest(self) -> None:
-        assert self._fresh is not None
-        body = {"fresh": self._fresh[0], "sealed": [name for name, _ in self._sealed], "next": self._next}
-        tmp = self._manifest().with_suffix(".tmp")
-        tmp.write_text(json.dumps(body))
-        tmp.replace(self._manifest())
-
-    def _new_name(self, kind: str) -> str:
-        name = f"{kind}-{self._next:06d}"
-        self._next += 1
-        return name
-
-    def _open(self) -> Named:
-        with self._lock:
-            if self._fresh is None:
-                self._dir.mkdir(parents=True, exist_ok=True)
-                if self._manifest().exists():
-                    body = json.loads(self._manifest().read_text())
-                    self._next = int(body["next"])
-                    fresh_name, sealed = str(body["fresh"]), [str(n) for n in body["sealed"]]
-                else:
-                    fresh_name, sealed = self._new_name("fresh"), []
-                self._sweep({fresh_name, *sealed})
-                self._sealed = [(n, es.open_shard(self._dir / n, self._config)) for n in sealed]
-                self._fresh = (fresh_name, es.open_shard(self._dir / fresh_name, self._config))
-                self._write_manifest()
-            return self._fresh
-
-    def _sweep(self, keep: set[str]) -> None:
-        """Remove what a crashed build left behind: folders the manifest does not list."""
-        for child in self._dir.iterdir():
-            ours = child.name.startswith(("fresh-", "sealed-"))
-            if child.is_dir() and ours and child.name not in keep:
-                log.warning("hot tier: removing %s (not in the manifest)", child.name)
-                shutil.rmtree(child, ignore_errors=True)
-
-    def _shards(self) -> list[Named]:
-        fresh = self._open()
-        with self._lock:
-            return [fresh, *self._sealed]
-
-    async def ensure(self) -> None:
-        await self._worker.run(self._open)
-
-    # writes -------------------------------------------------------------------------
-
-    def _upsert(self, chunks: Sequence[EmbeddedChunk]) -> int:
-        points = [es.to_point(c, self._analyzer, self._avg_len) for c in chunks]
-        ids: list[qe.PointId] = [p.id for p in points]
-        with self._lock:
-            fresh = self._open()[1]
-            fresh.update(qe.UpdateOperation.upsert_points(points))
-            for _, shard in self._sealed:
-                shard.update(qe.UpdateOperation.delete_points(ids))
-            return fresh.count(qe.CountRequest(exact=False))
 
     async def upsert(self, chunks: Sequence[EmbeddedChunk]) -> None:
         if not chunks:
             return
-        fresh_size = await self._worker.run(self._upsert, chunks)
-        if fresh_size >= self._fresh_limit and (self._background is None or self._background.done()):
+        await super().upsert(chunks)
+        idle = self._background is None or self._background.done()
+        if idle and await self.run(self.shards.fresh_size) >= self._fresh_limit:
             self._background = asyncio.create_task(self.compact(merge=False))
-
-    def _delete(self, tenant: str, chunk_ids: Sequence[str]) -> None:
-        ids: list[qe.PointId] = [qp.point_id(tenant, c) for c in chunk_ids]
-        with self._lock:
-            for _, shard in self._shards():
-                shard.update(qe.UpdateOperation.delete_points(ids))
-
-    async def delete(self, tenant: str, chunk_ids: Sequence[str]) -> None:
-        if chunk_ids:
-            await self._worker.run(self._delete, tenant, chunk_ids)
-
-    # compaction ---------------------------------------------------------------------
 
     async def optimize(self) -> bool:
         """Seal the fresh shard and merge every sealed shard into one optimized shard."""
@@ -170,41 +286,28 @@ class QdrantEdgeTier:
     async def compact(self, *, merge: bool) -> bool:
         """Replace the fresh shard (and, when merging, every sealed one) by one optimized shard."""
         async with self._compacting:
-            inputs = await self._worker.run(self._rotate, merge)
+            inputs = await self.run(self.shards.rotate, merge)
             if not inputs:
                 return False
-            name = self._new_name("sealed")
+            name = self.shards.new_name("sealed")
             log.info("hot tier: sealing %d shard(s) into %s (%s)", len(inputs), name, self._compaction)
-            export_dir = self._dir / f"{name}.export"
+            export_dir = self.shards.dir / f"{name}.export"
             try:
-                exported = await self._worker.run(es.export, [s for _, s in inputs], export_dir)
-                await self._build(export_dir, self._dir / name)
-                built = await self._worker.run(es.open_shard, self._dir / name, self._config)
-                await self._worker.run(self._swap, inputs, (name, built), exported)
+                exported = await self.run(es.export, [s for _, s in inputs], export_dir)
+                await self._build(export_dir, self.shards.dir / name)
+                built = await self.run(es.open_shard, self.shards.dir / name, self.shards.config)
+                await self.run(self.shards.swap, inputs, (name, built), exported)
             finally:
                 shutil.rmtree(export_dir, ignore_errors=True)
             log.info("hot tier: sealed %d points from %d shard(s) into %s", len(exported), len(inputs), name)
             return True
 
-    def _rotate(self, merge: bool) -> list[Named]:
-        """Start a new fresh shard; the old one joins the sealed list as a build input."""
-        with self._lock:
-            old = self._open()
-            merge = merge or len(self._sealed) + 1 > self._max_sealed
-            if old[1].count(qe.CountRequest(exact=True)) == 0 and not (merge and len(self._sealed) > 1):
-                return []
-            name = self._new_name("fresh")
-            self._fresh = (name, es.open_shard(self._dir / name, self._config))
-            self._sealed.append(old)
-            self._write_manifest()
-            return list(self._sealed) if merge else [old]
-
     async def _build(self, source: Path, dest: Path) -> None:
         if self._compaction == "inprocess":
-            await self._worker.run(es.build, source, dest, self._config)
+            await self.run(es.build, source, dest, self.shards.config)
             return
         proc = await asyncio.create_subprocess_exec(
-            *es.build_command(source, dest, self._config),
+            *es.build_command(source, dest, self.shards.config),
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
         )
@@ -213,114 +316,13 @@ class QdrantEdgeTier:
             shutil.rmtree(dest, ignore_errors=True)
             raise TierError(f"sealed-shard build failed ({proc.returncode}): {err.decode()[-2000:]}")
 
-    def _swap(self, inputs: list[Named], built: Named, exported: set[str]) -> None:
-        with self._lock:
-            present: set[str] = set()
-            for _, shard in inputs:
-                for page in es.scroll(shard):
-                    present.update(str(r.id) for r in page)
-            gone: list[qe.PointId] = list(exported - present)  # deleted or moved during the build
-            if gone:
-                built[1].update(qe.UpdateOperation.delete_points(gone))
-            for retired_name, shard in self._retired:
-                shard.close()
-                shutil.rmtree(self._dir / retired_name, ignore_errors=True)
-            names = {n for n, _ in inputs}
-            self._retired = inputs
-            self._sealed = [s for s in self._sealed if s[0] not in names] + [built]
-            self._write_manifest()
-
-    # reads --------------------------------------------------------------------------
-
-    def _search(self, query: SearchQuery) -> LegResults:
-        requests = es.leg_requests(query, self._hnsw_ef)
-        if not requests:
-            return {}
-        merged: dict[str, list[LegHit]] = {leg: [] for leg, _ in requests}
-        for _, shard in self._shards():
-            for leg, hits in es.search(shard, requests, payload=query.payload).items():
-                merged[leg].extend(hits)
-        return {leg: sorted(hits, key=lambda h: -h.score)[: query.k] for leg, hits in merged.items()}
-
-    async def search(self, query: SearchQuery) -> LegResults:
-        return await self._worker.run(self._search, query)
-
-    def _hydrate(self, refs: Sequence[HitRef]) -> dict[HitRef, StoredChunk]:
-        found: dict[HitRef, StoredChunk] = {}
-        for _, shard in self._shards():
-            found.update(es.hydrate(shard, [r for r in refs if r not in found]))
-            if len(found) == len(refs):
-                break
-        return found
-
-    async def hydrate(self, refs: Sequence[HitRef]) -> dict[HitRef, StoredChunk]:
-        if not refs:
-            return {}
-        return await self._worker.run(self._hydrate, refs)
-
-    def _fetch(self, tenant: str, doc_ids: Sequence[str]) -> list[StoredChunk]:
-        payloads = [
-            r.payload or {}
-            for _, shard in self._shards()
-            for page in es.scroll(shard, es.tenant_filter(tenant, doc_ids))
-            for r in page
-        ]
-        payloads.sort(key=lambda p: (p.get("doc_id", ""), p.get("n", 0)))  # document order
-        return [qp.stored(p) for p in payloads]
-
-    async def fetch(self, tenant: str, doc_ids: Sequence[str]) -> list[StoredChunk]:
-        if not doc_ids:
-            return []
-        return await self._worker.run(self._fetch, tenant, doc_ids)
-
-    def _dated(self, through_year: int) -> list[DatedDocument]:
-        qfilter = qe.Filter(must=[qe.FieldCondition(key="year", range=qe.RangeFloat(lte=through_year))])
-        found: dict[tuple[str, str], DatedDocument] = {}
-        for _, shard in self._shards():
-            for page in es.scroll(shard, qfilter):
-                for record in page:
-                    p = record.payload or {}
-                    found.setdefault(
-                        (p["tenant"], p["doc_id"]), (p["tenant"], p["doc_id"], p.get("metadata") or {})
-                    )
-        return list(found.values())
-
-    async def dated(self, through_year: int) -> list[DatedDocument]:
-        return await self._worker.run(self._dated, through_year)
-
-    def _count(self, tenant: str | None) -> int:
-        qfilter = es.tenant_filter(tenant) if tenant is not None else None
-        return sum(shard.count(qe.CountRequest(exact=True, filter=qfilter)) for _, shard in self._shards())
-
-    async def count(self, tenant: str | None = None) -> int:
-        return await self._worker.run(self._count, tenant)
-
     def shard_names(self) -> list[str]:
         """Fresh first, then sealed (for tests and /readyz details)."""
-        return [name for name, _ in self._shards()]
-
-    async def ping(self) -> bool:
-        try:
-            await self._worker.run(lambda: self._open()[1].info())
-        except Exception:  # any engine failure means "not ready"
-            log.exception("qdrant-edge ping failed")
-            return False
-        return True
-
-    def _close(self) -> None:
-        with self._lock:
-            for _, shard in [*([self._fresh] if self._fresh else []), *self._sealed, *self._retired]:
-                with contextlib.suppress(Exception):
-                    shard.flush()
-                shard.close()
-            for name, _ in self._retired:
-                shutil.rmtree(self._dir / name, ignore_errors=True)
-            self._fresh, self._sealed, self._retired = None, [], []
+        return self.shards.shard_names()
 
     async def close(self) -> None:
         if self._background is not None:
             with contextlib.suppress(Exception):
                 await self._background
         async with self._compacting:
-            await self._worker.run(self._close)
-        self._worker.shutdown()
+            await super().close()

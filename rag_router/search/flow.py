@@ -18,7 +18,7 @@ from typing import Any
 from indexers.embed.embedder import AsyncEmbedder
 from indexers.records import StoredChunk, TierName, Vector
 from indexers.text.lexical import Analyzer
-from indexers.tiers.base import Tier
+from indexers.tiers.base import SearchTier
 from indexers.tiers.query import LEGS, Filters, HitRef, Leg, SearchQuery
 from rag_router.errors import BackendUnavailable, InvalidRequest
 from rag_router.metrics import Metrics
@@ -78,7 +78,7 @@ class Searcher:
         *,
         embedder: AsyncEmbedder,
         analyzer: Analyzer,
-        tiers: Mapping[TierName, Tier],
+        tiers: Mapping[TierName, SearchTier],
         metrics: Metrics,
         policy: Policy,
         domains: Mapping[str, list[str]] | None = None,

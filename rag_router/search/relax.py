@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from indexers.records import TierName
-from indexers.tiers.base import Tier
+from indexers.tiers.base import SearchTier
 from indexers.tiers.query import Filters, SearchQuery
 from rag_router.errors import BackendUnavailable
 from rag_router.search.retrieve import Retrieved, retrieve
@@ -29,7 +29,7 @@ class Run:
 
 
 async def retrieve_routed(
-    tiers: Mapping[TierName, Tier],
+    tiers: Mapping[TierName, SearchTier],
     route: Route,
     query: SearchQuery,
     *,
@@ -77,13 +77,15 @@ async def retrieve_routed(
     return Run(retry, list(both), route.relaxed, [*run.reasons, reason])
 
 
-async def _fixed(tiers: Mapping[TierName, Tier], route: Route, query: SearchQuery, deadline: float) -> Run:
+async def _fixed(
+    tiers: Mapping[TierName, SearchTier], route: Route, query: SearchQuery, deadline: float
+) -> Run:
     retrieved = await retrieve(tiers, route.tiers, query, deadline=deadline)
     return Run(retrieved, list(route.tiers), route.filters, list(route.reasons))
 
 
 async def _cascade(
-    tiers: Mapping[TierName, Tier], route: Route, query: SearchQuery, threshold: float, deadline: float
+    tiers: Mapping[TierName, SearchTier], route: Route, query: SearchQuery, threshold: float, deadline: float
 ) -> Run:
     """Hot first; cold too when hot fails or its best dense match is below ``threshold`` (a
     cosine of the embedder: ``retrieve_routed`` skips the cascade for queries it cannot read)."""

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from indexers.records import TierName
-from indexers.tiers.base import LegResults, Tier
+from indexers.tiers.base import LegResults, SearchTier
 from indexers.tiers.query import LegHit, SearchQuery
 from rag_router.errors import BackendUnavailable
 
@@ -28,7 +28,7 @@ class Retrieved:
 
 
 async def retrieve(
-    tiers: Mapping[TierName, Tier], chosen: Sequence[TierName], query: SearchQuery, *, deadline: float
+    tiers: Mapping[TierName, SearchTier], chosen: Sequence[TierName], query: SearchQuery, *, deadline: float
 ) -> Retrieved:
     """``deadline`` is a ``time.monotonic()`` instant shared by the whole request."""
     out = Retrieved()
