@@ -170,21 +170,14 @@ def _cold_tier(settings: Settings, dim: int, analyzer: Analyzer) -> Tier:
     )
 
 
-async def build_services(settings: Settings, embedder: Embedder | None = None) -> Services:
-    """Everything the service needs, with the tiers opened (and caught up after a crash)."""
-    embedder = embedder or build_embedder(settings)
-    check_manifest(settings.data_dir, IndexManifest.of(embedder.model_name, embedder.dim))
-    analyzer = Analyzer()
-    tiers = build_tiers(settings, embedder.dim, analyzer)
-    for name, tier in tiers.items():
-        try:
-            await tier.ensure()
-        except TierUnavailable as exc:  # a server not up yet: start anyway, /readyz says 503
-            log.warning("%s tier (%s) unavailable at start: %s", name, tier.engine, exc)
-    metrics = Metrics()
-    embed_worker = build_embed_worker(settings, embedder, metrics)
-    cache = build_embed_cache(settings, embedder)
-    pipeline = Pipeline(
+def build_pipeline(
+    settings: Settings,
+    embedder: Embedder,
+    embed_worker: AsyncEmbedder,
+    tiers: dict[TierName, Tier],
+    cache: EmbeddingCache | None,
+) -> Pipeline:
+    return Pipeline(
         embedder=embed_worker,
         chunker=Chunker(
             embedder.count_tokens,
@@ -197,9 +190,19 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         queue_batches=settings.ingest.queue_batches,
         cache=cache,
     )
+
+
+def build_searcher(
+    settings: Settings,
+    embedder: Embedder,
+    embed_worker: AsyncEmbedder,
+    analyzer: Analyzer,
+    tiers: dict[TierName, Tier],
+    metrics: Metrics,
+) -> Searcher:
     r = settings.retrieval
     domains = yaml.safe_load((PROMPTS / "domains.yaml").read_text(encoding="utf-8"))
-    searcher = Searcher(
+    return Searcher(
         embedder=embed_worker,
         analyzer=analyzer,
         tiers=tiers,
@@ -214,6 +217,24 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         fusion=r.fusion,
         languages=model_languages(embedder.model_name, settings.embedding.languages),
     )
+
+
+async def build_services(settings: Settings, embedder: Embedder | None = None) -> Services:
+    """Everything the service needs, with the tiers opened (and caught up after a crash)."""
+    embedder = embedder or build_embedder(settings)
+    check_manifest(settings.data_dir, IndexManifest.of(embedder.model_name, embedder.dim))
+    analyzer = Analyzer()
+    tiers = build_tiers(settings, embedder.dim, analyzer)
+    for name, tier in tiers.items():
+        try:
+            await tier.ensure()
+        except TierUnavailable as exc:  # a server not up yet: start anyway, /readyz says 503
+            log.warning("%s tier (%s) unavailable at start: %s", name, tier.engine, exc)
+    metrics = Metrics()
+    embed_worker = build_embed_worker(settings, embedder, metrics)
+    cache = build_embed_cache(settings, embedder)
+    pipeline = build_pipeline(settings, embedder, embed_worker, tiers, cache)
+    searcher = build_searcher(settings, embedder, embed_worker, analyzer, tiers, metrics)
     jobs = JobRunner(JobLedger(settings.data_dir / "jobs.sqlite"), pipeline, on_batch=metrics.count_ingest)
     answerer = Answerer(
         searcher=searcher,
