@@ -1,1 +1,1 @@
-"""Storage tiers: every engine behind the one ``Tier`` protocol of ``base.py``."""
+"""Storage tiers: every engine behind the seams of ``base.py``; blocking ones through ``threaded.py``."""

@@ -1,4 +1,4 @@
-"""The Tier protocol: what every storage engine offers the pipeline and the query path.
+"""The tier seams: what search needs of an engine (``SearchTier``), what writing needs (``StoreTier``).
 
 A tier holds chunks with their dense vector, their lexical terms and their filterable
 fields, and searches both legs (dense and lexical) under the same filters in one call.
