@@ -18,7 +18,8 @@ from indexers.embed.embedder import (
     model_languages,
     resolve_device,
 )
-from indexers.ingest.jobs import JobLedger, JobRunner
+from indexers.ingest.jobs import JobRunner
+from indexers.ingest.ledger import open_ledger
 from indexers.ingest.pipeline import Pipeline
 from indexers.manifest import IndexManifest, check_manifest
 from indexers.records import TierName
@@ -235,7 +236,13 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
     cache = build_embed_cache(settings, embedder)
     pipeline = build_pipeline(settings, embedder, embed_worker, tiers, cache)
     searcher = build_searcher(settings, embedder, embed_worker, analyzer, tiers, metrics)
-    jobs = JobRunner(JobLedger(settings.data_dir / "jobs.sqlite"), pipeline, on_batch=metrics.count_ingest)
+    jobs = JobRunner(
+        open_ledger(settings.jobs.url, settings.data_dir),
+        pipeline,
+        on_batch=metrics.count_ingest,
+        lease_s=settings.jobs.lease_s,
+        poll_s=settings.jobs.poll_s,
+    )
     answerer = Answerer(
         searcher=searcher,
         analyzer=analyzer,

@@ -112,6 +112,17 @@ class IngestSettings(BaseModel):
     )
 
 
+class JobsSettings(BaseModel):
+    url: str | None = Field(
+        None,
+        description="postgresql://user:pass@host/db: the ledger replicas share (unset: SQLite)",
+    )
+    lease_s: float = Field(30.0, gt=1, description="a dead runner's job is taken over after this long")
+    poll_s: float = Field(
+        1.0, gt=0, description="how often an idle runner looks for jobs from other replicas"
+    )
+
+
 class TierSettings(BaseModel):
     hot_window_days: int = Field(365, ge=0, description="documents dated within this many days go hot")
 
@@ -159,6 +170,7 @@ class Settings(BaseSettings):
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
+    jobs: JobsSettings = Field(default_factory=JobsSettings)
     tiers: TierSettings = Field(default_factory=TierSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
 

@@ -94,3 +94,27 @@ def loaded_app(
         r = client.post("/v1/documents", json={"documents": list(documents)})
         assert r.status_code == 200, r.text
         yield client
+
+
+PG_URL_ENV = "RAG_TEST_PG_URL"
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database on the server RAG_TEST_PG_URL names (`.ci/postgres start`)."""
+    import os
+    import uuid
+
+    base = os.environ.get(PG_URL_ENV)
+    if not base:
+        pytest.skip(f"{PG_URL_ENV} is not set: no PostgreSQL server (.ci/postgres start prints one)")
+    import psycopg
+
+    name = f"rag_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield base.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with psycopg.connect(base, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -92,13 +92,19 @@ def load_paths(
 ) -> Iterator[Document | LoadFailure]:
     options = options or LoadOptions(tenant=tenant)
     for path, root in iter_files(paths, options):
-        suffix = _suffix(path)
-        if suffix in JSONL_SUFFIXES:
-            yield from load_jsonl(path, options.tenant, options)
-        elif suffix in READERS:
-            yield load_file(path, root, options)
-        else:
-            yield LoadFailure(str(path), f"unsupported file type {suffix!r}")
+        yield from load_any(path, root, options)
+
+
+def load_any(path: Path, root: Path, options: LoadOptions) -> Iterator[Document | LoadFailure]:
+    """One file of any known kind: a JSONL file's records, or the one document of the file."""
+    suffix = _suffix(path)
+    if suffix in JSONL_SUFFIXES:
+        yield from load_jsonl(path, options.tenant, options)
+    elif suffix in READERS:
+        yield load_file(path, root, options)
+    else:
+        known = ", ".join(sorted(KNOWN_SUFFIXES))
+        yield LoadFailure(str(path), f"unsupported file type {suffix or '(none)'!r}; known: {known}")
 
 
 def _open(path: Path) -> IO[str]:

@@ -65,7 +65,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None, freeze_g
     app.add_middleware(  # inner: runs after the context below
         BodyLimit,
         max_bytes=settings.max_body_bytes,
-        per_path={"/v1/ingest/jobs": settings.ingest.max_job_bytes},
+        per_path={p: settings.ingest.max_job_bytes for p in ("/v1/ingest/jobs", "/v1/ingest/files")},
     )
 
     def observe(path: str, status: int, seconds: float) -> None:

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from indexers.ingest.ledger import JobState
 from indexers.records import parse_date
 from rag_router.answer.flow import AnswerOutcome
 from rag_router.answer.prompting import Constraints
@@ -166,6 +167,46 @@ class JobOut(BaseModel):
     eta_s: float | None = Field(description="seconds left at the rate so far; null before the first batch")
     created_at: float
     updated_at: float
+    created: int = Field(0, description="documents new to the index")
+    updated: int = Field(0, description="documents whose text or metadata changed")
+    unchanged: int = Field(0, description="documents skipped: stored already, byte for byte")
+    chunks: int = Field(0, description="chunks written so far")
+    seconds: float = Field(0.0, description="time spent writing so far")
+
+    @classmethod
+    def of(cls, state: JobState) -> JobOut:
+        return cls(
+            job_id=state.id,
+            status=state.status,
+            total=state.total,
+            done=state.done,
+            failed=state.failed,
+            errors=[JobError(**e) for e in state.errors],
+            chunks_per_s=round(state.chunks_per_s, 2),
+            eta_s=None if state.eta_s is None else round(state.eta_s, 1),
+            created_at=state.created,
+            updated_at=state.updated,
+            created=state.created_docs,
+            updated=state.updated_docs,
+            unchanged=state.unchanged_docs,
+            chunks=state.chunks,
+            seconds=round(state.seconds, 3),
+        )
+
+
+class JobsOut(BaseModel):
+    jobs: list[JobOut]
+
+
+class FileResult(BaseModel):
+    name: str
+    documents: int = Field(description="documents read from the file")
+    error: str | None = Field(None, description="why the file, or some of its records, could not be read")
+
+
+class FilesAccepted(BaseModel):
+    job_id: str
+    files: list[FileResult]
 
 
 class ChunkOut(BaseModel):

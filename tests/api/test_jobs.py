@@ -9,7 +9,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from indexers.embed.embedder import SentenceTransformerEmbedder
-from indexers.ingest.jobs import JobLedger
+from indexers.ingest.ledger import SqliteLedger
 from indexers.records import Document
 from rag_router.api import create_app
 from rag_router.settings import Settings
@@ -106,11 +106,11 @@ def test_cancel_a_queued_and_a_running_job(tmp_path: Path, embedder: SentenceTra
 def test_a_job_left_running_by_a_dead_process_resumes(
     tmp_path: Path, embedder: SentenceTransformerEmbedder
 ) -> None:
-    ledger = JobLedger(tmp_path / "jobs.sqlite")
+    ledger = SqliteLedger(tmp_path / "jobs.sqlite")
     job_id = ledger.submit(
         "default", "auto", [Document(d["id"], d["text"], metadata=d["metadata"]) for d in docs("z", 12)]
     )
-    ledger.set_status(job_id, "running")  # as if the process died mid-job
+    assert ledger.claim("a-runner-that-dies", lease_s=3600) == job_id  # as if the process died mid-job
     ledger.close()
     with TestClient(create_app(settings(tmp_path), embedder=embedder)) as client:
         body = wait(client, job_id, {"done"})
@@ -129,3 +129,93 @@ def test_an_id_given_twice_in_a_job_keeps_the_last_copy(
         assert wait(client, job_id, {"done"})["total"] == 4
         chunks = client.get("/v1/documents/d0").json()["chunks"]
         assert [c["text"] for c in chunks] == ["The final version."]
+
+
+def upload_files(tmp_path: Path) -> list[tuple[str, tuple[str, bytes, str]]]:
+    from tests.unit.test_load import write_pdf
+
+    write_pdf(tmp_path / "contract.pdf", ["Page one about the harbour lease. " * 8, "Page two on fees. " * 8])
+    return [
+        ("files", ("notes/retention.md", b"# Data retention\n\nKeep logs for 30 days.\n", "text/markdown")),
+        (
+            "files",
+            (
+                "page.html",
+                b"<html><title>Fees</title><body><p>Fees are due monthly.</p></body></html>",
+                "text/html",
+            ),
+        ),
+        ("files", ("plain.txt", "Zoll und Gebühren — 关税条款。".encode(), "text/plain")),
+        ("files", ("contract.pdf", (tmp_path / "contract.pdf").read_bytes(), "application/pdf")),
+        (
+            "files",
+            ("corpus.jsonl", b'{"_id": "c1", "title": "T", "text": "From a corpus."}\n{"_id": ""}\n', "x"),
+        ),
+        ("files", ("image.png", b"\x89PNG....", "image/png")),
+        ("files", ("../../escape.txt", b"a name that tries to leave the upload folder", "text/plain")),
+    ]
+
+
+def test_files_become_one_job_named_by_their_paths(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    with TestClient(create_app(settings(tmp_path / "data"), embedder=embedder)) as client:
+        accepted = client.post("/v1/ingest/files", files=upload_files(tmp_path), data={"tier": "cold"})
+        assert accepted.status_code == 202, accepted.text
+        files = {f["name"]: f for f in accepted.json()["files"]}
+        assert (
+            files["image.png"]["documents"] == 0
+            and "unsupported file type '.png'" in files["image.png"]["error"]
+        )
+        assert files["corpus.jsonl"]["documents"] == 1 and files["corpus.jsonl"]["error"]  # one bad line
+        assert files["escape.txt"]["documents"] == 1  # kept inside: the name loses its ".." parts
+        body = wait(client, accepted.json()["job_id"], {"done"})
+        assert body["done"] == body["total"] == 6 and body["created"] == 6 and body["failed"] == 0
+        md = client.get("/v1/documents/notes/retention.md").json()
+        assert (
+            md["title"] == "Data retention"
+            and "Keep logs for 30 days." in md["text"]
+            and md["tiers"] == ["cold"]
+        )
+        assert client.get("/v1/documents/plain.txt").json()["text"] == "Zoll und Gebühren — 关税条款。"
+        assert "harbour lease" in client.get("/v1/documents/contract.pdf").json()["text"]
+        assert client.get("/v1/documents/c1").status_code == 200
+
+
+def test_an_upload_with_nothing_readable_is_refused_with_the_reasons(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    with TestClient(create_app(settings(tmp_path), embedder=embedder)) as client:
+        files = [("files", ("a.png", b"png", "image/png")), ("files", ("empty.md", b"", "text/markdown"))]
+        refused = client.post("/v1/ingest/files", files=files)
+        assert refused.status_code == 422
+        message = refused.json()["error"]["message"]
+        assert "a.png: unsupported file type" in message and "empty.md: empty file" in message
+        assert client.get("/v1/ingest/jobs").json() == {"jobs": []}
+
+
+def test_job_events_stream_progress_then_the_finished_job(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    import json
+
+    with TestClient(create_app(settings(tmp_path), embedder=embedder)) as client:
+        job_id = client.post("/v1/ingest/jobs", json={"documents": docs("e", 30)}).json()["job_id"]
+        events: list[tuple[str, dict[str, Any]]] = []
+        with client.stream("GET", f"/v1/ingest/jobs/{job_id}/events") as stream:
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            event = ""
+            for line in stream.iter_lines():
+                if line.startswith("event:"):
+                    event = line.split(":", 1)[1].strip()
+                elif line.startswith("data:"):
+                    events.append((event, json.loads(line.split(":", 1)[1])))
+        kinds = [e for e, _ in events]
+        assert kinds[-1] == "done" and set(kinds[:-1]) <= {"progress"}
+        final = events[-1][1]
+        assert final["status"] == "done" and final["done"] == 30 and final["chunks"] > 0
+        done_counts = [body["done"] for _, body in events]
+        assert done_counts == sorted(done_counts)  # progress never goes backwards
+        assert client.get("/v1/ingest/jobs/nope/events").status_code == 404
+        listed = client.get("/v1/ingest/jobs").json()["jobs"]
+        assert [j["job_id"] for j in listed] == [job_id]

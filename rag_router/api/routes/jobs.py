@@ -1,15 +1,39 @@
-"""``/v1/ingest/jobs``: background batch ingestion (the durable job ledger), progress, cancelling."""
+"""``/v1/ingest/jobs`` and ``/v1/ingest/files``: background ingestion through the durable job ledger.
+
+A job is accepted (202) once it and all its documents are in the ledger; its progress is read
+with GET, followed live with ``…/events`` (SSE), and stopped with DELETE, on any replica.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import asyncio
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Literal
 
-from indexers.ingest.jobs import JobState
+from fastapi import APIRouter, File, Form, Request, UploadFile
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from indexers.ingest.ledger import JobState
+from indexers.ingest.load import LoadFailure, LoadOptions, load_any
+from indexers.records import Document
 from rag_router.api.deps import ERROR_RESPONSES, Svc, Tenant, documents_of
-from rag_router.api.schemas import DocumentsRequest, JobCreated, JobError, JobOut
-from rag_router.errors import NotFound
+from rag_router.api.schemas import (
+    DocumentsRequest,
+    FileResult,
+    FilesAccepted,
+    JobCreated,
+    JobOut,
+    JobsOut,
+)
+from rag_router.errors import InvalidRequest, NotFound
+from rag_router.services import Services
 
 router = APIRouter()
+
+EVENTS_INTERVAL_S = 0.5  # how often the event stream reads the ledger
+_COPY_CHUNK = 1024 * 1024
 
 
 @router.post("/v1/ingest/jobs", status_code=202, response_model=JobCreated, responses=ERROR_RESPONSES)
@@ -18,26 +42,104 @@ async def create_job(body: DocumentsRequest, svc: Svc, tenant: Tenant) -> JobCre
     return JobCreated(job_id=await svc.jobs.submit(tenant, body.tier, documents_of(body, tenant)))
 
 
+@router.post("/v1/ingest/files", status_code=202, response_model=FilesAccepted, responses=ERROR_RESPONSES)
+async def upload_files(
+    files: Annotated[list[UploadFile], File(description="md, html, pdf, txt, jsonl, BEIR corpus.jsonl[.gz]")],
+    svc: Svc,
+    tenant: Tenant,
+    tier: Annotated[Literal["auto", "hot", "cold"], Form()] = "auto",
+) -> FilesAccepted:
+    """Files → one ingestion job. A file's name (a relative path) becomes its document id, as the CLI's
+    folder ingest names them; a file that cannot be read is listed with the reason and skipped."""
+    options = LoadOptions(tenant=tenant, max_bytes=int(svc.settings.ingest.max_file_mb * 1024 * 1024))
+    with tempfile.TemporaryDirectory(prefix="rag-upload-") as folder:
+        docs, results = await _read_uploads(files, Path(folder), options)
+        if not docs:
+            reasons = "; ".join(f"{r.name}: {r.error}" for r in results) or "no files"
+            raise InvalidRequest(f"no documents could be read from the upload ({reasons})")
+        job_id = await svc.jobs.submit(tenant, tier, docs)
+    return FilesAccepted(job_id=job_id, files=results)
+
+
+async def _read_uploads(
+    files: list[UploadFile], folder: Path, options: LoadOptions
+) -> tuple[list[Document], list[FileResult]]:
+    docs: list[Document] = []
+    results: list[FileResult] = []
+    for upload in files:
+        name = _safe_name(upload.filename or "")
+        if name is None:
+            results.append(
+                FileResult(name=upload.filename or "", documents=0, error="a file needs a plain name")
+            )
+            continue
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("wb") as out:
+            while block := await upload.read(_COPY_CHUNK):
+                out.write(block)
+        read = await asyncio.to_thread(_load, path, folder, options)
+        found = [d for d in read if isinstance(d, Document)]
+        failures = [f for f in read if isinstance(f, LoadFailure)]
+        error = "; ".join(f.reason for f in failures[:5]) + (" …" if len(failures) > 5 else "")
+        results.append(FileResult(name=name, documents=len(found), error=error or None))
+        docs.extend(found)
+        path.unlink()
+    return docs, results
+
+
+def _load(path: Path, folder: Path, options: LoadOptions) -> list[Document | LoadFailure]:
+    return list(load_any(path, folder, options))
+
+
+def _safe_name(name: str) -> str | None:
+    """The client's relative path, without anything that could leave the upload folder."""
+    parts = [p for p in PurePosixPath(name.replace("\\", "/")).parts if p not in ("", ".", "..", "/")]
+    if not parts or any(p.startswith(".") or "\x00" in p for p in parts):
+        return None
+    return "/".join(parts)
+
+
 def _job_out(state: JobState | None, tenant: str, job_id: str) -> JobOut:
     if state is None or state.tenant != tenant:
         raise NotFound(f"ingest job {job_id!r} not found")
-    return JobOut(
-        job_id=state.id,
-        status=state.status,
-        total=state.total,
-        done=state.done,
-        failed=state.failed,
-        errors=[JobError(**e) for e in state.errors],
-        chunks_per_s=round(state.chunks_per_s, 2),
-        eta_s=None if state.eta_s is None else round(state.eta_s, 1),
-        created_at=state.created,
-        updated_at=state.updated,
-    )
+    return JobOut.of(state)
+
+
+@router.get("/v1/ingest/jobs", response_model=JobsOut, responses=ERROR_RESPONSES)
+async def list_jobs(svc: Svc, tenant: Tenant) -> JobsOut:
+    """The tenant's latest jobs, newest first."""
+    return JobsOut(jobs=[JobOut.of(s) for s in await svc.jobs.jobs(tenant)])
 
 
 @router.get("/v1/ingest/jobs/{job_id}", response_model=JobOut, responses=ERROR_RESPONSES)
 async def get_job(job_id: str, svc: Svc, tenant: Tenant) -> JobOut:
     return _job_out(await svc.jobs.get(job_id), tenant, job_id)
+
+
+@router.get("/v1/ingest/jobs/{job_id}/events", responses=ERROR_RESPONSES)
+async def job_events(job_id: str, request: Request, svc: Svc, tenant: Tenant) -> EventSourceResponse:
+    """SSE: ``progress`` (the job, each time it changed), then ``done`` (the job, finished)."""
+    _job_out(await svc.jobs.get(job_id), tenant, job_id)  # 404 before the stream starts
+    return EventSourceResponse(_progress(svc, tenant, job_id, request), ping=15)
+
+
+async def _progress(
+    svc: Services, tenant: str, job_id: str, request: Request
+) -> AsyncIterator[ServerSentEvent]:
+    seen: float | None = None
+    while True:
+        state = await svc.jobs.get(job_id)
+        job = _job_out(state, tenant, job_id)
+        if job.status in ("done", "failed", "cancelled"):
+            yield ServerSentEvent(job.model_dump_json(), event="done")
+            return
+        if job.updated_at != seen:
+            seen = job.updated_at
+            yield ServerSentEvent(job.model_dump_json(), event="progress")
+        if await request.is_disconnected():
+            return
+        await asyncio.sleep(EVENTS_INTERVAL_S)
 
 
 @router.delete("/v1/ingest/jobs/{job_id}", response_model=JobOut, responses=ERROR_RESPONSES)

@@ -1,0 +1,438 @@
+"""The job ledger: ingestion jobs and their documents, durable, shared by every replica.
+
+One interface, two engines: SQLite in the data dir (one server owns it) and PostgreSQL
+(``RAG_JOBS__URL=postgresql://…``), which replicas behind a load balancer share. The SQL is
+written once; each engine says how to open a transaction, read the clock and lock a row.
+
+``submit`` stores a job and every one of its documents in one transaction before the caller is
+answered, so an acknowledged job survives a crash. A runner ``claim``s the oldest queued job, or
+a running one whose lease expired (its runner died), and holds it with a lease it renews while
+it works; the claim is one transaction that locks the row (``FOR UPDATE SKIP LOCKED`` on
+PostgreSQL, the database write lock on SQLite), so a dead runner's job is taken over exactly
+once. Cancelling is a flag in the row: any replica sets it, the runner sees it at its next renewal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from indexers.ingest.pipeline import DocResult, Placement
+from indexers.records import Document
+from indexers.sqlite import connect
+
+JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]
+FINISHED: frozenset[str] = frozenset({"done", "failed", "cancelled"})
+MAX_ERRORS = 100
+_PAGE = 1000
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    placement TEXT NOT NULL,
+    status TEXT NOT NULL,
+    total INTEGER NOT NULL,
+    done INTEGER NOT NULL DEFAULT 0,
+    failed INTEGER NOT NULL DEFAULT 0,
+    created_docs INTEGER NOT NULL DEFAULT 0,
+    updated_docs INTEGER NOT NULL DEFAULT 0,
+    unchanged_docs INTEGER NOT NULL DEFAULT 0,
+    chunks INTEGER NOT NULL DEFAULT 0,
+    seconds {real} NOT NULL DEFAULT 0,
+    errors TEXT NOT NULL DEFAULT '[]',
+    created {real} NOT NULL,
+    updated {real} NOT NULL,
+    runner TEXT,
+    lease_until {real},
+    cancel INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS job_docs (
+    job_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    doc_key TEXT NOT NULL,
+    doc TEXT NOT NULL,
+    state INTEGER NOT NULL DEFAULT 0,  -- 0 pending, 1 done, 2 failed
+    PRIMARY KEY (job_id, seq)
+){without_rowid};
+CREATE INDEX IF NOT EXISTS job_docs_pending ON job_docs (job_id, state, seq);
+CREATE INDEX IF NOT EXISTS job_docs_key ON job_docs (job_id, doc_key);
+CREATE INDEX IF NOT EXISTS jobs_claim ON jobs (status, created);
+"""
+_ADDED_COLUMNS = (  # since the first version of the SQLite ledger
+    ("created_docs", "INTEGER NOT NULL DEFAULT 0"),
+    ("updated_docs", "INTEGER NOT NULL DEFAULT 0"),
+    ("unchanged_docs", "INTEGER NOT NULL DEFAULT 0"),
+    ("runner", "TEXT"),
+    ("lease_until", "REAL"),
+    ("cancel", "INTEGER NOT NULL DEFAULT 0"),
+)
+_STATE_COLUMNS = (
+    "id, tenant, status, total, done, failed, created_docs, updated_docs, unchanged_docs, "
+    "chunks, seconds, errors, created, updated"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class JobState:
+    id: str
+    tenant: str
+    status: JobStatus
+    total: int
+    done: int
+    failed: int
+    created_docs: int
+    updated_docs: int
+    unchanged_docs: int
+    chunks: int
+    seconds: float
+    errors: list[dict[str, str]]
+    created: float
+    updated: float
+
+    @property
+    def chunks_per_s(self) -> float:
+        return self.chunks / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds left at the rate so far (None before the first batch, 0 when finished)."""
+        left = self.total - self.done - self.failed
+        if self.finished or left == 0:
+            return 0.0
+        finished = self.done + self.failed
+        return left * self.seconds / finished if finished and self.seconds > 0 else None
+
+    @classmethod
+    def of(cls, row: Sequence[Any]) -> JobState:
+        values = dict(zip((f.name for f in fields(cls)), row, strict=True))
+        return cls(**{**values, "errors": json.loads(values["errors"])})
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """What a renewal learns: whether the runner still holds the job, and whether to stop."""
+
+    held: bool
+    cancel: bool
+
+
+class Ledger(Protocol):
+    """The ledger's interface (blocking; the runner calls it from worker threads)."""
+
+    def submit(self, tenant: str, placement: Placement, docs: Sequence[Document]) -> str: ...
+    def get(self, job_id: str) -> JobState | None: ...
+    def jobs(self, tenant: str, limit: int = 50) -> list[JobState]: ...
+    def placement(self, job_id: str) -> Placement: ...
+    def recover(self) -> None: ...
+    def claim(self, runner: str, lease_s: float) -> str | None: ...
+    def renew(self, job_id: str, runner: str, lease_s: float) -> Lease: ...
+    def release(self, job_id: str, runner: str) -> None: ...
+    def request_cancel(self, job_id: str) -> JobState | None: ...
+    def set_status(self, job_id: str, status: JobStatus, error: str | None = None) -> None: ...
+    def pending(self, job_id: str) -> Iterator[tuple[str, Document]]: ...
+    def mark(self, job_id: str, results: Sequence[DocResult], chunks: int, seconds: float) -> None: ...
+    def close(self) -> None: ...
+
+
+def doc_key(tenant: str, doc_id: str) -> str:
+    return json.dumps([tenant, doc_id])
+
+
+class SqlLedger:
+    """The ledger in SQL, written once; subclasses open the connection and spell the dialect."""
+
+    NOW: str  # the database's clock, in seconds since the epoch
+    LOCK: str  # appended to the claim's SELECT
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # one connection, used by one thread at a time
+
+    # the dialect ------------------------------------------------------------------------------
+
+    def _tx(self) -> contextlib.AbstractContextManager[Any]:
+        """A write transaction (a cursor-like object with ``execute``/``executemany``)."""
+        raise NotImplementedError
+
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    # jobs ----------------------------------------------------------------------------------------
+
+    def submit(self, tenant: str, placement: Placement, docs: Sequence[Document]) -> str:
+        """Store the job and its documents durably; returns the job id."""
+        latest = {(d.tenant, d.id): d for d in docs}  # the last copy of an id wins
+        job_id = uuid.uuid4().hex
+        now = time.time()
+        rows = [
+            (job_id, seq, doc_key(*key), json.dumps(_doc_json(doc)))
+            for seq, (key, doc) in enumerate(latest.items())
+        ]
+        with self._tx() as tx:
+            tx.execute(
+                "INSERT INTO jobs (id, tenant, placement, status, total, created, updated) "
+                "VALUES (?, ?, ?, 'queued', ?, ?, ?)",
+                (job_id, tenant, placement, len(rows), now, now),
+            )
+            tx.executemany("INSERT INTO job_docs (job_id, seq, doc_key, doc) VALUES (?, ?, ?, ?)", rows)
+        return job_id
+
+    def get(self, job_id: str) -> JobState | None:
+        rows = self._query(f"SELECT {_STATE_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
+        return JobState.of(rows[0]) if rows else None
+
+    def jobs(self, tenant: str, limit: int = 50) -> list[JobState]:
+        """The tenant's latest jobs, newest first."""
+        sql = f"SELECT {_STATE_COLUMNS} FROM jobs WHERE tenant = ? ORDER BY created DESC LIMIT ?"
+        return [JobState.of(r) for r in self._query(sql, (tenant, limit))]
+
+    def placement(self, job_id: str) -> Placement:
+        return self._query("SELECT placement FROM jobs WHERE id = ?", (job_id,))[0][0]  # type: ignore[no-any-return]
+
+    def recover(self) -> None:
+        """At start: nothing to do where leases expire by themselves (see ``SqliteLedger``)."""
+
+    def claim(self, runner: str, lease_s: float) -> str | None:
+        """The oldest queued job, or a running one whose lease expired, now held by ``runner``."""
+        with self._tx() as tx:
+            row = tx.execute(
+                "SELECT id FROM jobs WHERE status = 'queued' OR "
+                f"(status = 'running' AND lease_until < {self.NOW}) ORDER BY created LIMIT 1{self.LOCK}"
+            ).fetchone()
+            if row is None:
+                return None
+            tx.execute(
+                f"UPDATE jobs SET status = 'running', runner = ?, lease_until = {self.NOW} + ?, "
+                "updated = ? WHERE id = ?",
+                (runner, lease_s, time.time(), row[0]),
+            )
+            return str(row[0])
+
+    def renew(self, job_id: str, runner: str, lease_s: float) -> Lease:
+        with self._tx() as tx:
+            tx.execute(
+                f"UPDATE jobs SET lease_until = {self.NOW} + ? "
+                "WHERE id = ? AND runner = ? AND status = 'running'",
+                (lease_s, job_id, runner),
+            )
+            row = tx.execute("SELECT runner, status, cancel FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        held = row is not None and row[0] == runner and row[1] == "running"
+        return Lease(held=held, cancel=bool(row and row[2]))
+
+    def release(self, job_id: str, runner: str) -> None:
+        """Give a job back to the queue (a runner shutting down cleanly)."""
+        with self._tx() as tx:
+            tx.execute(
+                "UPDATE jobs SET status = 'queued', runner = NULL, lease_until = NULL "
+                "WHERE id = ? AND runner = ? AND status = 'running'",
+                (job_id, runner),
+            )
+
+    def request_cancel(self, job_id: str) -> JobState | None:
+        """A queued job is cancelled at once; a running one stops at its runner's next renewal."""
+        with self._tx() as tx:
+            tx.execute(
+                "UPDATE jobs SET status = 'cancelled', updated = ? WHERE id = ? AND status = 'queued'",
+                (time.time(), job_id),
+            )
+            tx.execute("UPDATE jobs SET cancel = 1 WHERE id = ? AND status = 'running'", (job_id,))
+        return self.get(job_id)
+
+    def set_status(self, job_id: str, status: JobStatus, error: str | None = None) -> None:
+        with self._tx() as tx:
+            if error is not None:
+                row = tx.execute("SELECT errors FROM jobs WHERE id = ?", (job_id,)).fetchone()
+                errors = [*json.loads(row[0]), {"id": "*", "error": error}][-MAX_ERRORS:]
+                tx.execute("UPDATE jobs SET errors = ? WHERE id = ?", (json.dumps(errors), job_id))
+            tx.execute("UPDATE jobs SET status = ?, updated = ? WHERE id = ?", (status, time.time(), job_id))
+            if status in FINISHED:  # the documents' text is no longer needed
+                tx.execute("UPDATE job_docs SET doc = '' WHERE job_id = ? AND state != 0", (job_id,))
+                if status == "done":
+                    tx.execute("DELETE FROM job_docs WHERE job_id = ?", (job_id,))
+
+    def pending(self, job_id: str) -> Iterator[tuple[str, Document]]:
+        """(doc key, document) not yet done, in order, a page at a time (memory stays flat)."""
+        after = -1
+        while True:
+            rows = self._query(
+                "SELECT seq, doc_key, doc FROM job_docs WHERE job_id = ? AND state = 0 AND seq > ? "
+                "ORDER BY seq LIMIT ?",
+                (job_id, after, _PAGE),
+            )
+            if not rows:
+                return
+            for seq, key, doc in rows:
+                yield key, _doc_from_json(json.loads(doc))
+                after = seq
+
+    def mark(self, job_id: str, results: Sequence[DocResult], chunks: int, seconds: float) -> None:
+        """Record one batch written by the pipeline: one transaction."""
+        done = [(job_id, doc_key(r.tenant or "", r.id)) for r in results if r.status != "failed"]
+        failed = [r for r in results if r.status == "failed"]
+        counts = {s: sum(r.status == s for r in results) for s in ("created", "updated", "unchanged")}
+        with self._tx() as tx:
+            tx.executemany("UPDATE job_docs SET state = 1 WHERE job_id = ? AND doc_key = ?", done)
+            tx.executemany(
+                "UPDATE job_docs SET state = 2 WHERE job_id = ? AND doc_key = ?",
+                [(job_id, doc_key(r.tenant or "", r.id)) for r in failed],
+            )
+            errors = json.loads(tx.execute("SELECT errors FROM jobs WHERE id = ?", (job_id,)).fetchone()[0])
+            errors += [{"id": r.id, "error": r.error or "failed"} for r in failed][: MAX_ERRORS - len(errors)]
+            tx.execute(
+                "UPDATE jobs SET done = (SELECT COUNT(*) FROM job_docs WHERE job_id = ? AND state = 1), "
+                "failed = (SELECT COUNT(*) FROM job_docs WHERE job_id = ? AND state = 2), "
+                "created_docs = created_docs + ?, updated_docs = updated_docs + ?, "
+                "unchanged_docs = unchanged_docs + ?, chunks = chunks + ?, seconds = seconds + ?, "
+                "errors = ?, updated = ? WHERE id = ?",
+                (
+                    job_id,
+                    job_id,
+                    counts["created"],
+                    counts["updated"],
+                    counts["unchanged"],
+                    chunks,
+                    seconds,
+                    json.dumps(errors),
+                    time.time(),
+                    job_id,
+                ),
+            )
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class SqliteLedger(SqlLedger):
+    """The ledger in ``jobs.sqlite`` of the data dir (WAL, ``synchronous=FULL``)."""
+
+    NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+    LOCK = ""  # BEGIN IMMEDIATE holds the database's write lock for the whole claim
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self._conn = connect(path)
+        self._conn.executescript(_TABLES.format(real="REAL", without_rowid=" WITHOUT ROWID"))
+        have = {row[1] for row in self._conn.execute("PRAGMA table_info(jobs)")}
+        for column, decl in _ADDED_COLUMNS:  # a ledger written by an older version
+            if column not in have:
+                self._conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {decl}")
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._conn.execute(sql, tuple(args)).fetchall()
+
+    def recover(self) -> None:
+        """One server owns a data dir: a job it left running died with it, so queue it again now."""
+        with self._tx() as tx:
+            tx.execute("UPDATE jobs SET status = 'queued', runner = NULL WHERE status = 'running'")
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+class PostgresLedger(SqlLedger):
+    """The ledger on a PostgreSQL server (psycopg 3), shared by every replica."""
+
+    NOW = "EXTRACT(EPOCH FROM clock_timestamp())::double precision"
+    LOCK = " FOR UPDATE SKIP LOCKED"
+
+    def __init__(self, url: str) -> None:
+        import psycopg  # only where PostgreSQL is configured
+
+        super().__init__()
+        self._conn = psycopg.connect(url, autocommit=True)
+        with self._conn.transaction():
+            # one creator at a time when replicas start together (CREATE … IF NOT EXISTS races)
+            self._conn.execute("SELECT pg_advisory_xact_lock(7305142)")
+            for statement in _TABLES.format(real="DOUBLE PRECISION", without_rowid="").split(";"):
+                if statement.strip():
+                    self._conn.execute(re.sub(r"--[^\n]*", "", statement))
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[Any]:
+        with self._lock, self._conn.transaction():
+            yield _Dollars(self._conn)
+
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._conn.execute(_dollars(sql), tuple(args)).fetchall()
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def _dollars(sql: str) -> str:
+    """SQLite's ``?`` placeholders in psycopg's spelling (the SQL here has no literal ``?``)."""
+    return sql.replace("?", "%s")
+
+
+class _Dollars:
+    """A psycopg connection that takes the ``?`` placeholders of the shared SQL."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
+        return self._conn.execute(_dollars(sql), tuple(args))
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            self._conn.cursor().executemany(_dollars(sql), rows)
+
+
+def open_ledger(url: str | None, data_dir: Path) -> SqlLedger:
+    """PostgreSQL when ``url`` names one (``postgresql://…``), else SQLite in the data dir."""
+    if url:
+        if not url.startswith(("postgresql://", "postgres://")):
+            raise ValueError(f"jobs URL {url!r}: only postgresql://… is supported")
+        return PostgresLedger(url)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return SqliteLedger(data_dir / "jobs.sqlite")
+
+
+def _doc_json(doc: Document) -> dict[str, Any]:
+    return {
+        "id": doc.id,
+        "text": doc.text,
+        "title": doc.title,
+        "metadata": dict(doc.metadata),
+        "tenant": doc.tenant,
+        "page_starts": list(doc.page_starts),
+    }
+
+
+def _doc_from_json(data: dict[str, Any]) -> Document:
+    return Document(
+        id=data["id"],
+        text=data["text"],
+        title=data["title"],
+        metadata=data["metadata"],
+        tenant=data["tenant"],
+        page_starts=tuple(data.get("page_starts") or ()),
+    )
