@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import datetime as dt
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -19,8 +21,10 @@ from indexers.embed.embedder import (
     resolve_device,
 )
 from indexers.ingest.jobs import JobRunner
-from indexers.ingest.ledger import open_ledger
+from indexers.ingest.ledger_engines import open_ledger
 from indexers.ingest.pipeline import Pipeline
+from indexers.ingest.retier import RetierReport
+from indexers.ingest.retier import retier as run_retier
 from indexers.manifest import IndexManifest, check_manifest
 from indexers.records import TierName
 from indexers.text.chunk import Chunker
@@ -51,6 +55,19 @@ class Services:
     jobs: JobRunner
     answerer: Answerer
     cache: EmbeddingCache | None = None
+    retiering: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def retier(self, *, dry_run: bool = False) -> RetierReport:
+        """Move documents past the hot window to the cold tier, in this process (one run at a time)."""
+        async with self.retiering:
+            return await run_retier(
+                self.tiers["hot"],
+                self.tiers["cold"],
+                self.pipeline,
+                hot_window_days=self.settings.tiers.hot_window_days,
+                today=dt.date.today(),
+                dry_run=dry_run,
+            )
 
     async def close(self) -> None:
         await self.jobs.close()

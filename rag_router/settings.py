@@ -148,6 +148,10 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
     api_keys: list[SecretStr] = Field(default_factory=list, description="unset: no auth (local use)")
+    url: str | None = Field(
+        None, description="CLI: the server commands go through (default: the one serving the data dir)"
+    )
+    api_key: SecretStr | None = Field(None, description="CLI: the key sent to that server")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     access_log: bool = Field(
         False, description="uvicorn's line per request (search and answer log one with the request id)"

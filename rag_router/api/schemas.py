@@ -317,3 +317,18 @@ class ChatRequest(BaseModel):
     stream: bool = False
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
+
+
+# /v1/retier ------------------------------------------------------------------------------------
+
+
+class RetierRequest(Strict):
+    dry_run: bool = Field(False, description="only count what would move")
+
+
+class RetierOut(BaseModel):
+    aged: int = Field(description="documents past the hot window")
+    moved: int
+    chunks: int = Field(description="chunks moved to the cold tier")
+    errors: list[str]
+    dry_run: bool

@@ -41,13 +41,15 @@ def assert_envelope(r: Any, status: int, mentions: str) -> None:
     assert err["request_id"] == r.headers["x-request-id"]
 
 
-def test_health_ready_metrics(client: TestClient) -> None:
+def test_health_ready_metrics(client: TestClient, sample_docs: list[Document]) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")
     assert ready.status_code == 200
     backends = ready.json()["backends"]
-    assert backends["hot"] == {"ok": True, "engine": "qdrant-edge"}
+    assert backends["hot"]["ok"] is True and backends["hot"]["engine"] == "qdrant-edge"
     assert backends["cold"]["ok"] and set(backends) == {"hot", "cold", "llm", "embedder"}
+    stored = sum(len(client.get(f"/v1/documents/{d.id}").json()["chunks"]) for d in sample_docs)
+    assert backends["hot"]["chunks"] + backends["cold"]["chunks"] == stored > 0
     client.post("/v1/search", json={"query": "slavery"})
     metrics = client.get("/metrics").text
     assert 'rag_route_decisions_total{tiers="hot+cold"}' in metrics

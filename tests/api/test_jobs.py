@@ -9,7 +9,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from indexers.embed.embedder import SentenceTransformerEmbedder
-from indexers.ingest.ledger import SqliteLedger
+from indexers.ingest.ledger_engines import SqliteLedger
 from indexers.records import Document
 from rag_router.api import create_app
 from rag_router.settings import Settings

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from indexers.ingest.ledger import PostgresLedger, SqliteLedger, SqlLedger, doc_key
+from indexers.ingest.ledger import SqlLedger, doc_key
+from indexers.ingest.ledger_engines import PostgresLedger, SqliteLedger
 from indexers.ingest.pipeline import DocResult
 from indexers.records import Document
 

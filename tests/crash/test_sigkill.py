@@ -50,7 +50,7 @@ def snapshot(client: httpx.Client) -> dict[int, Any]:
 
 
 @contextmanager
-def server(data: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
+def server(data: Path, port: int, **extra_env: str) -> Iterator[subprocess.Popen[bytes]]:
     env = {
         **os.environ,
         "RAG_DATA_DIR": str(data),
@@ -60,6 +60,7 @@ def server(data: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
         "RAG_INGEST__BATCH_CHUNKS": "16",
         "RAG_QDRANT__FRESH_LIMIT": "400",  # sealing (a child process) happens between kills too
         "RAG_EMBEDDING__DEVICE": "cpu",
+        **extra_env,
     }
     log_path = data.parent / "server.log"
     with log_path.open("ab") as log:

@@ -96,22 +96,6 @@ def test_another_embedder_on_an_index_is_one_clear_line(env: Path) -> None:
     assert "RAG_EMBEDDING__MODEL=some-other-model" in result.output
 
 
-@pytest.mark.slow
-def test_a_store_held_by_a_running_server_is_one_clear_line(env: Path) -> None:
-    """While `serve` runs, the embedded engines are its own: the CLI names it instead of crashing
-    with the engine's lock error; once it is gone (killed, so its file stays) the CLI works."""
-    from tests.crash.test_sigkill import free_port, server
-
-    port = free_port()
-    with server(env / "data", port) as proc:
-        for args in (["query", "freedom"], ["ingest", str(SAMPLE)], ["retier", "--dry-run"]):
-            result = runner.invoke(app, args)
-            assert result.exit_code == 2 and "Traceback" not in result.output, result.output
-            assert f"pid {proc.pid}, http://127.0.0.1:{port}" in " ".join(result.output.split())
-    assert (env / "data" / "serve.json").exists()  # SIGKILL left it: stale, ignored
-    assert runner.invoke(app, ["ingest", str(SAMPLE / "rag-router-notes.jsonl")]).exit_code == 0
-
-
 def test_eval_on_a_folder_that_is_not_beir_is_one_clear_line(env: Path) -> None:
     result = runner.invoke(app, ["eval", str(SAMPLE)])
     assert result.exit_code == 2 and "Traceback" not in result.output

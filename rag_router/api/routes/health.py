@@ -21,7 +21,8 @@ async def healthz() -> dict[str, str]:
 async def readyz(svc: Svc) -> JSONResponse:
     backends: dict[str, dict[str, Any]] = {}
     for name, tier in svc.tiers.items():
-        backends[name] = {"ok": await tier.ping(), "engine": tier.engine}
+        ok = await tier.ping()
+        backends[name] = {"ok": ok, "engine": tier.engine, "chunks": await tier.count() if ok else None}
     backends["llm"] = {
         "ok": True,
         "engine": "extractive" if not svc.settings.llm.base_url else "openai-compatible",

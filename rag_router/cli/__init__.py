@@ -1,0 +1,18 @@
+"""The ``rag-router`` console script: serve · ingest · query · retier · documents · jobs · eval · datasets.
+
+One owner of the data: a command that reads or writes the store goes through the server that
+holds the data dir (found in its ``serve.json``), or the one ``--url`` / ``RAG_URL`` names, over
+its HTTP API; with no server it opens the store in this process.
+
+- ``common.py``: the app, finding the server, the one-line errors
+- ``store.py``: serve, query, retier, documents, jobs
+- ``ingest.py``: ingest, in process or uploaded to a server, with progress and the report
+- ``evaluation.py``: eval, datasets
+"""
+
+from __future__ import annotations
+
+from rag_router.cli import evaluation, ingest, store  # noqa: F401  (each registers its commands)
+from rag_router.cli.common import app
+
+__all__ = ["app"]

@@ -1,0 +1,149 @@
+"""What every command shares: the Typer app, logging, one-line errors, and finding the data's owner."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import ExitStack, asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import NoReturn, cast
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import typer
+from rich.console import Console
+
+from indexers.manifest import IndexMismatch
+from rag_router.client import Client
+from rag_router.owner import current_owner
+from rag_router.services import Services, build_services
+from rag_router.settings import Settings
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Hybrid RAG retrieval service.")
+console = Console(stderr=True)
+
+START_WAIT_S = 30.0  # how long a command waits for a server that is still starting
+
+
+def setup_logging(settings: Settings, *, command: bool = True) -> None:
+    """A command's output is its report: INFO lines only when RAG_LOG_LEVEL asks for them."""
+    level = settings.log_level if not command or "RAG_LOG_LEVEL" in os.environ else "WARNING"
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    for noisy in ("httpx", "sentence_transformers", "transformers"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def fail(message: str) -> NoReturn:
+    """A condition the user can fix: one line on stderr, exit status 2, no traceback."""
+    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False)
+    raise typer.Exit(2)
+
+
+def _api_key(settings: Settings) -> str | None:
+    if settings.api_key is not None:
+        return settings.api_key.get_secret_value()
+    return None
+
+
+def _local_url(url: str) -> str:
+    """A server bound to every interface is reached on this machine's loopback."""
+    parts = urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    if host in ("0.0.0.0", "::", ""):
+        netloc = f"127.0.0.1:{parts.port}" if parts.port else "127.0.0.1"
+        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    return url
+
+
+def server_url(settings: Settings, url: str | None = None) -> str | None:
+    """The server a command goes through: ``--url``/``RAG_URL``, else the data dir's owner, else None.
+
+    An owner that does not answer within ``START_WAIT_S`` (still loading, or hung) is an error:
+    its store is locked, so opening it here would fail anyway.
+    """
+    explicit = url or settings.url
+    if explicit:
+        if not _answers(explicit, wait_s=0):
+            fail(f"no rag-router answers at {explicit} (from --url or RAG_URL)")
+        return explicit
+    owner = current_owner(settings.data_dir)
+    if owner is None:
+        return None
+    found = _local_url(owner.url)
+    if not _answers(
+        found, wait_s=START_WAIT_S, while_alive=lambda: current_owner(settings.data_dir) is not None
+    ):
+        fail(
+            f"the data dir {settings.data_dir} is held by `rag-router serve` (pid {owner.pid}), "
+            f"which does not answer at {found}; wait for it to start, or stop it"
+        )
+    return found
+
+
+def _answers(url: str, *, wait_s: float, while_alive: Callable[[], bool] = lambda: True) -> bool:
+    probe = Client.connect(url, timeout_s=5)
+    deadline = time.monotonic() + wait_s
+    try:
+        while not probe.healthy():
+            if time.monotonic() >= deadline or not while_alive():
+                return False
+            time.sleep(0.5)
+        return True
+    finally:
+        probe.close()
+
+
+@contextmanager
+def api(settings: Settings, url: str | None = None) -> Iterator[Client]:
+    """The API of the server that owns the data, or, with none, of the app run in this process."""
+    found = server_url(settings, url)
+    if found is not None:
+        client = Client.connect(found, _api_key(settings))
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    from starlette.testclient import TestClient
+
+    from rag_router.api.app import create_app
+
+    headers = {}
+    if settings.api_keys:  # the store is ours: speak as its first key's tenant
+        headers["Authorization"] = f"Bearer {settings.api_keys[0].get_secret_value().rpartition(':')[2]}"
+    with ExitStack() as stack:
+        try:  # entering runs the app's startup: the store is opened here
+            http = stack.enter_context(TestClient(create_app(settings), headers=headers))
+        except IndexMismatch as exc:
+            fail(str(exc))
+        except Exception as exc:
+            _locked(settings.data_dir, exc)
+            raise
+        yield Client(cast(httpx.Client, http))  # TestClient is an httpx.Client
+
+
+@asynccontextmanager
+async def local_services(settings: Settings) -> AsyncIterator[Services]:
+    """The store opened in this process (no server holds it)."""
+    owner = current_owner(settings.data_dir)
+    if owner is not None:  # the embedded engines are single-process: say who holds them
+        fail(owner.describe(settings.data_dir))
+    try:
+        services = await build_services(settings)
+    except IndexMismatch as exc:  # a setting to change, not a bug: one line, no traceback
+        fail(str(exc))
+    except Exception as exc:
+        _locked(settings.data_dir, exc)
+        raise
+    try:
+        yield services
+    finally:
+        await services.close()
+
+
+def _locked(data_dir: Path, exc: Exception) -> None:
+    """Qdrant Edge's lock held by a process that left no ``serve.json``: one line, no traceback."""
+    if "WouldBlock" in str(exc) or "lock" in str(exc).lower():
+        fail(f"the data dir {data_dir} is open in another process ({exc}); stop it first")

@@ -1,0 +1,145 @@
+"""eval · datasets: retrieval quality on BEIR-layout collections, in a store of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from indexers.records import Document
+from indexers.tiers.query import LEGS, Leg
+from rag_router.cli.common import app, console, fail, local_services, setup_logging
+from rag_router.cli.ingest import ingest_with_progress
+from rag_router.datasets import CATALOGUE, DatasetError, fetch
+from rag_router.evaluate import SUMMARY_KEYS, Dataset, load_dataset, run_queries, split_dates
+from rag_router.settings import Settings, get_settings
+
+datasets = typer.Typer(no_args_is_help=True, help="Public BEIR collections for `rag-router eval`.")
+app.add_typer(datasets, name="datasets")
+
+_LEGS: dict[str, tuple[Leg, ...]] = {"bm25": ("lexical",), "dense": ("dense",), "hybrid": LEGS}
+
+
+def _corpus(dataset: Dataset, split: float | None) -> Iterator[Document]:
+    """The corpus, or with --tier-split the corpus re-dated by ``split_dates`` (placement by date)."""
+    if split is None:
+        return dataset.corpus()
+    today = dt.date.today()
+    return (split_dates(doc, split, today) for doc in dataset.corpus())
+
+
+@app.command("eval")
+def evaluate(
+    dataset_dir: Annotated[Path, typer.Argument(help="BEIR-layout folder", exists=True, file_okay=False)],
+    route: Annotated[str, typer.Option(help="auto | hot | cold | both")] = "both",
+    split: Annotated[str, typer.Option(help="qrels split")] = "test",
+    legs: Annotated[str, typer.Option(help="bm25 | dense | hybrid")] = "hybrid",
+    data_dir: Annotated[
+        Path | None, typer.Option(help="index location to reuse (default: temporary)")
+    ] = None,
+    tier: Annotated[str, typer.Option(help="where the corpus goes: auto | hot | cold")] = "auto",
+    tier_split: Annotated[float | None, typer.Option(min=0.0, max=1.0, help="share placed hot")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """Evaluate retrieval on a BEIR-layout dataset (nDCG@10, recall@100, MRR@10, success@1)."""
+    if legs not in _LEGS:
+        raise typer.BadParameter("--legs must be bm25, dense or hybrid")
+    missing = [
+        name
+        for name in ("corpus.jsonl[.gz]", "queries.jsonl", f"qrels/{split}.tsv")
+        if not any((dataset_dir / n).exists() for n in _variants(name))
+    ]
+    if missing:
+        fail(
+            f"{dataset_dir} is not a BEIR-layout folder: no {', '.join(missing)} "
+            "(data/eval/udhr is one; `rag-router datasets fetch` gets public ones)"
+        )
+    temp = None if data_dir else Path(tempfile.mkdtemp(prefix="rag-eval-"))
+    settings = get_settings(data_dir=data_dir or temp)
+    setup_logging(settings)
+    try:
+        report = asyncio.run(_eval(settings, dataset_dir, route, split, _LEGS[legs], tier, tier_split))
+    finally:
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+        return
+    table = Table(
+        title=f"{dataset_dir.name} · route {route} · legs {legs}",
+        caption="cold_share: the share of queries that searched the cold tier; latency: per query, "
+        "300 candidates per leg",
+    )
+    for key in SUMMARY_KEYS:
+        table.add_row(key, f"{report[key]:.4f}" if isinstance(report[key], float) else str(report[key]))
+    for kind, scores in report["by_kind"].items():  # query kinds of the set (clause, topic, …)
+        table.add_row(f"{kind}: success@1 / nDCG@10", f"{scores['success@1']:.4f} / {scores['ndcg@10']:.4f}")
+    Console().print(table)
+
+
+def _variants(name: str) -> list[str]:
+    """ "corpus.jsonl[.gz]" → ["corpus.jsonl", "corpus.jsonl.gz"]; "queries.jsonl" may be gzipped too."""
+    base = name.replace("[.gz]", "")
+    return [base, f"{base}.gz"]
+
+
+async def _eval(
+    settings: Settings,
+    path: Path,
+    route: str,
+    split: str,
+    legs: tuple[Leg, ...],
+    tier: str,
+    tier_split: float | None,
+) -> dict[str, Any]:
+    dataset = load_dataset(path, split)
+    async with local_services(settings) as services:
+        ingest_report = await ingest_with_progress(services, _corpus(dataset, tier_split), tier)
+        report = await run_queries(services.searcher, dataset, route=route, legs=legs)  # type: ignore[arg-type]
+        report["tiers"] = {name: await t.count() for name, t in services.tiers.items()}
+    report["ingest"] = {
+        "documents": ingest_report.documents,
+        "chunks_embedded": ingest_report.chunks_embedded,
+        "unchanged": ingest_report.count("unchanged"),
+    }
+    return report
+
+
+@datasets.command("list")
+def datasets_list() -> None:
+    """The collections `datasets fetch` knows, with where they come from."""
+    table = Table("name", "about", "archive (MD5 from the BEIR README)")
+    table.columns[2].overflow = "fold"  # whole URLs and checksums, however narrow the terminal
+    for c in CATALOGUE.values():
+        table.add_row(c.name, c.about, f"{c.url}\n{c.md5}")
+    Console().print(table)
+
+
+@datasets.command("fetch")
+def datasets_fetch(
+    name: Annotated[str, typer.Argument(help="a name from `rag-router datasets list`")],
+    dest: Annotated[Path, typer.Option(help="where DEST/NAME is unpacked")] = Path("datasets"),
+) -> None:
+    """Download a BEIR collection, check its MD5, unpack it to DEST/NAME (needs internet)."""
+    collection = CATALOGUE.get(name)
+    if collection is None:
+        fail(f"unknown collection {name!r}; known: {', '.join(CATALOGUE)}")
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task(f"{name}.zip", total=None)
+        try:
+            path = fetch(
+                collection, dest, progress=lambda done, total: bar.update(task, completed=done, total=total)
+            )
+        except DatasetError as exc:
+            fail(str(exc))
+    console.print(f"{name}: {path}  →  rag-router eval {path}")

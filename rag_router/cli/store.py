@@ -1,0 +1,172 @@
+"""serve · query · retier · documents · jobs: the store's commands, through its owner's API."""
+
+from __future__ import annotations
+
+import gc
+import json
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rag_router.api.schemas import SearchResponse
+from rag_router.cli.common import api, app, console, fail, setup_logging
+from rag_router.client import ApiError, Client
+from rag_router.owner import current_owner, holding
+from rag_router.settings import get_settings
+
+Url = Annotated[
+    str | None, typer.Option("--url", help="a running server (default: RAG_URL, or the data dir's)")
+]
+
+documents = typer.Typer(no_args_is_help=True, help="Read or delete one stored document.")
+jobs = typer.Typer(no_args_is_help=True, help="Ingestion jobs: list, show, follow, cancel.")
+app.add_typer(documents, name="documents")
+app.add_typer(jobs, name="jobs")
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="bind address (default RAG_HOST)")] = None,
+    port: Annotated[int | None, typer.Option(help="port (default RAG_PORT)")] = None,
+) -> None:
+    """Run the REST service (it owns the data dir while it runs; other commands go through it)."""
+    import uvicorn
+
+    from rag_router.api.app import create_app
+
+    settings = get_settings()
+    setup_logging(settings, command=False)
+    # Measured at 64 clients (docs/benchmarks.md): with CPython's default thresholds (700, 10,
+    # 10) the collector ran every few requests and walked the models' heap, stalling the event
+    # loop up to 265 ms; fewer young collections and a frozen startup heap gave +20-30 %
+    # throughput and a quarter of the stalls.
+    gc.set_threshold(50_000, 50, 100)
+    owner = current_owner(settings.data_dir)
+    if owner is not None:
+        fail(owner.describe(settings.data_dir))
+    host, port = host or settings.host, port or settings.port
+    with holding(settings.data_dir, f"http://{host}:{port}"):
+        uvicorn.run(
+            create_app(settings, freeze_gc=True),
+            host=host,
+            port=port,
+            log_level=settings.log_level.lower(),
+            access_log=settings.access_log,
+        )
+
+
+def _with_client(url: str | None, run: Callable[[Client], Any]) -> Any:
+    """Run one API call where the data is (a server, or this process); an error answer is one line."""
+    settings = get_settings()
+    setup_logging(settings)
+    try:
+        with api(settings, url) as client:
+            return run(client)
+    except ApiError as exc:
+        fail(exc.message)
+
+
+@app.command()
+def query(
+    text: Annotated[str, typer.Argument(help="the question")],
+    route: Annotated[str, typer.Option(help="auto | hot | cold | both")] = "auto",
+    top_k: Annotated[int, typer.Option(min=1, max=100)] = 5,
+    as_json: Annotated[bool, typer.Option("--json", help="print the response as JSON")] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="print the route, its reason and the features")
+    ] = False,
+    url: Url = None,
+) -> None:
+    """Run one query and print the hits with their sources."""
+    body = _with_client(url, lambda c: c.search(text, top_k=top_k, route=route))
+    response = SearchResponse.model_validate(body)
+    if as_json:
+        typer.echo(response.model_dump_json(indent=2))
+        return
+    typer.echo(f"route: {', '.join(response.route.tiers)} — {response.route.reason}")
+    if explain:
+        typer.echo(f"filters: {json.dumps(response.route.filters, ensure_ascii=False)}")
+        typer.echo(f"features: {json.dumps(response.route.features, ensure_ascii=False)}")
+    for n, hit in enumerate(response.hits, 1):
+        title = f" — {hit.title}" if hit.title else ""
+        typer.echo(f"[{n}] {hit.doc_id}{title} ({hit.tier}, score {hit.score:.4f})")
+        typer.echo(f"    {hit.text[:300]}")
+
+
+@app.command()
+def retier(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="only count what would move")] = False,
+    url: Url = None,
+) -> None:
+    """Move documents that aged out of the hot window to the cold tier (copy → verify → delete)."""
+    report = _with_client(url, lambda c: c.retier(dry_run=dry_run))
+    verb = "would move" if dry_run else "moved"
+    moved = report["aged"] if dry_run else report["moved"]
+    console.print(f"{report['aged']} documents past the hot window; {verb} {moved}")
+    if not dry_run:
+        console.print(f"{report['chunks']} chunks moved to the cold tier")
+    for error in report["errors"]:
+        console.print(f"[red]{error}[/red]")
+    if report["errors"]:
+        raise typer.Exit(1)
+
+
+@documents.command("get")
+def documents_get(
+    doc_id: Annotated[str, typer.Argument(help="the document id")],
+    as_json: Annotated[bool, typer.Option("--json", help="the whole response, chunks included")] = False,
+    url: Url = None,
+) -> None:
+    """Print a stored document's text (byte for byte as ingested), or all of it as JSON."""
+    body = _with_client(url, lambda c: c.document(doc_id))
+    if as_json:
+        typer.echo(json.dumps(body, ensure_ascii=False, indent=2))
+        return
+    title = f" — {body['title']}" if body.get("title") else ""
+    console.print(
+        f"[dim]{body['id']}{title} · {', '.join(body['tiers'])} · {len(body['chunks'])} chunks[/dim]"
+    )
+    typer.echo(body["text"])
+
+
+@documents.command("delete")
+def documents_delete(doc_id: Annotated[str, typer.Argument(help="the document id")], url: Url = None) -> None:
+    """Remove a document from every tier."""
+    body = _with_client(url, lambda c: c.delete_document(doc_id))
+    console.print(f"deleted {body['id']}: {body['deleted_chunks']} chunks")
+
+
+def job_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table("job", "status", "done", "failed", "total", "chunks/s", "eta s")
+    for j in rows:
+        eta = "" if j["eta_s"] is None else f"{j['eta_s']:.0f}"
+        table.add_row(
+            j["job_id"],
+            j["status"],
+            *(str(j[k]) for k in ("done", "failed", "total")),
+            f"{j['chunks_per_s']:.1f}",
+            eta,
+        )
+    return table
+
+
+@jobs.command("list")
+def jobs_list(url: Url = None) -> None:
+    """The latest ingestion jobs, newest first."""
+    Console().print(job_table(_with_client(url, Client.jobs)))
+
+
+@jobs.command("get")
+def jobs_get(job_id: str, url: Url = None) -> None:
+    """One job's progress, as JSON."""
+    typer.echo(json.dumps(_with_client(url, lambda c: c.job(job_id)), indent=2))
+
+
+@jobs.command("cancel")
+def jobs_cancel(job_id: str, url: Url = None) -> None:
+    """Cancel a queued or running job (a running one stops between batches)."""
+    body = _with_client(url, lambda c: c.cancel(job_id))
+    console.print(f"{job_id}: {body['status']} ({body['done']} of {body['total']} documents written)")

@@ -1,0 +1,111 @@
+"""A small Python client of the REST API (what the CLI uses against a running server).
+
+Every method is one request; a non-2xx answer raises ``ApiError`` with the envelope's code and
+message. ``Client`` wraps any ``httpx.Client``: a real one for a server, or Starlette's
+``TestClient`` for the app in this process (the CLI without a server).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+from httpx_sse import connect_sse
+
+
+class ApiError(Exception):
+    """The service answered with an error envelope (or not at all)."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+class Client:
+    def __init__(self, http: httpx.Client) -> None:
+        self.http = http
+
+    @classmethod
+    def connect(cls, url: str, api_key: str | None = None, timeout_s: float = 120.0) -> Client:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        return cls(httpx.Client(base_url=url, headers=headers, timeout=timeout_s))
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self.http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise ApiError(0, "unreachable", f"{self.http.base_url}: {exc}") from exc
+        if response.status_code >= 400:
+            raise _error(response)
+        return response.json()
+
+    def healthy(self) -> bool:
+        try:
+            return self.http.get("/healthz", timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def ready(self) -> dict[str, Any]:
+        response = self.http.get("/readyz")
+        return response.json()  # type: ignore[no-any-return]  # 503 carries the same body
+
+    def search(self, query: str, *, top_k: int = 10, route: str = "auto") -> dict[str, Any]:
+        return self._call("POST", "/v1/search", json={"query": query, "top_k": top_k, "route": route})  # type: ignore[no-any-return]
+
+    def upload(self, files: Sequence[tuple[str, Path]], *, tier: str = "auto") -> dict[str, Any]:
+        """``files``: (the name the document id comes from, the local file). One job."""
+        handles = [(name, path.open("rb")) for name, path in files]
+        try:
+            parts = [("files", (name, handle, "application/octet-stream")) for name, handle in handles]
+            return self._call("POST", "/v1/ingest/files", files=parts, data={"tier": tier})  # type: ignore[no-any-return]
+        finally:
+            for _, handle in handles:
+                handle.close()
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/ingest/jobs/{job_id}")  # type: ignore[no-any-return]
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/v1/ingest/jobs")["jobs"]  # type: ignore[no-any-return]
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        return self._call("DELETE", f"/v1/ingest/jobs/{job_id}")  # type: ignore[no-any-return]
+
+    def events(self, job_id: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        """The job's progress events, until its ``done`` event."""
+        try:
+            with connect_sse(self.http, "GET", f"/v1/ingest/jobs/{job_id}/events", timeout=None) as source:
+                if source.response.status_code >= 400:
+                    source.response.read()
+                    raise _error(source.response)
+                for event in source.iter_sse():
+                    yield event.event, json.loads(event.data)
+        except httpx.HTTPError as exc:
+            raise ApiError(0, "unreachable", f"{self.http.base_url}: {exc}") from exc
+
+    def retier(self, *, dry_run: bool = False) -> dict[str, Any]:
+        return self._call("POST", "/v1/retier", json={"dry_run": dry_run})  # type: ignore[no-any-return]
+
+    def document(self, doc_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/documents/{doc_id}")  # type: ignore[no-any-return]
+
+    def delete_document(self, doc_id: str) -> dict[str, Any]:
+        return self._call("DELETE", f"/v1/documents/{doc_id}")  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def _error(response: httpx.Response) -> ApiError:
+    try:
+        body = response.json()["error"]
+        return ApiError(response.status_code, str(body["code"]), str(body["message"]))
+    except (ValueError, KeyError, TypeError):
+        return ApiError(
+            response.status_code, "http_error", f"HTTP {response.status_code}: {response.text[:200]}"
+        )

@@ -1,0 +1,118 @@
+"""One owner of the data: while `serve` runs, the CLI goes through its HTTP API (a real server process)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from rag_router.cli import app
+from tests.crash.test_sigkill import free_port, server
+from tests.unit.test_load import write_pdf
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("RAG_LOG_LEVEL", "WARNING")
+    monkeypatch.delenv("RAG_URL", raising=False)
+    return tmp_path
+
+
+def a_folder(root: Path) -> Path:
+    folder = root / "inbox"
+    (folder / "policies").mkdir(parents=True)
+    (folder / "policies" / "retention.md").write_text(
+        "# Data retention\n\nKeep access logs for thirty days, then delete them.\n", encoding="utf-8"
+    )
+    (folder / "fees.html").write_text(
+        "<html><head><title>Harbour fees</title></head><body><p>Berth fees are due monthly.</p></body>",
+        encoding="utf-8",
+    )
+    (folder / "zoll.txt").write_text(
+        "Zollgebühren werden beim Import fällig. 关税在进口时缴纳。", encoding="utf-8"
+    )
+    write_pdf(
+        folder / "lease.pdf", ["The harbour lease runs for ten years. " * 6, "Rent is indexed yearly. " * 6]
+    )
+    (root / "old.jsonl").write_text(
+        json.dumps(
+            {"id": "old-1", "text": "An archived note on cargo insurance.", "metadata": {"year": 2001}}
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    return folder
+
+
+def run(*args: str) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    return " ".join(result.output.split())
+
+
+@pytest.mark.slow
+def test_every_store_command_goes_through_the_running_server(env: Path) -> None:
+    folder = a_folder(env)
+    port = free_port()
+    with server(env / "data", port, RAG_TIERS__HOT_WINDOW_DAYS="3650") as proc:
+        report = run("ingest", str(folder))
+        assert re.search(r"documents │ 4 ", report) and re.search(r"created │ 4 ", report), report
+        again = run("ingest", str(folder))  # through the server, the same report as in process
+        assert re.search(r"skipped \(unchanged\) │ 4 ", again), again
+        assert "Data retention" in run("documents", "get", "policies/retention.md")
+        assert "关税在进口时缴纳" in run("documents", "get", "zoll.txt")
+        explained = run("query", "how long are access logs kept", "--explain")
+        assert "route:" in explained and "features:" in explained and "policies/retention.md" in explained
+        listed = run("jobs", "list")
+        assert listed.count("done") >= 2
+        run("ingest", str(env / "old.jsonl"), "--tier", "hot")  # dated 2001, placed hot by hand
+        dry = run("retier", "--dry-run")
+        assert "1 documents past the hot window; would move 1" in dry  # old-1 (2001) is past 10 years
+        assert "moved 1" in run("retier")
+        moved = httpx.get(f"http://127.0.0.1:{port}/v1/documents/old-1").json()
+        assert moved["tiers"] == ["cold"]
+        detached = run("ingest", str(folder / "fees.html"), "--detach")
+        job_id = re.search(r"job ([0-9a-f]{32})", detached)
+        assert job_id is not None
+        assert re.search(r"(cancelled|done)", run("jobs", "cancel", job_id.group(1)))
+        assert run("documents", "delete", "zoll.txt").startswith("deleted zoll.txt")
+        assert proc.poll() is None  # the server held the store the whole time
+    # SIGKILL left serve.json behind: stale, ignored; the CLI opens the store itself again
+    assert (env / "data" / "serve.json").exists()
+    assert "policies/retention.md" in run("query", "access logs thirty days")
+
+
+def test_an_owner_that_does_not_answer_is_one_clear_line(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rag_router.cli.common as common
+
+    monkeypatch.setattr(common, "START_WAIT_S", 0.5)
+    (env / "data").mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        port = free_port()
+        (env / "data" / "serve.json").write_text(
+            json.dumps({"pid": holder.pid, "url": f"http://0.0.0.0:{port}"}), encoding="utf-8"
+        )
+        for args in (["query", "freedom"], ["retier"], ["jobs", "list"]):
+            result = runner.invoke(app, args)
+            assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+            line = " ".join(result.output.split())
+            assert f"pid {holder.pid}" in line and f"does not answer at http://127.0.0.1:{port}" in line
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_url_that_answers_nothing_is_one_clear_line(env: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    result = runner.invoke(app, ["query", "x", "--url", url])
+    assert result.exit_code == 2 and f"no rag-router answers at {url}" in " ".join(result.output.split())
