@@ -37,7 +37,7 @@ from rag_router.answer.llm import LLMClient
 from rag_router.metrics import Metrics
 from rag_router.search.flow import Searcher
 from rag_router.search.route import Policy
-from rag_router.settings import PROMPTS, Settings
+from rag_router.settings import PROMPTS, Settings, shared_store
 
 log = logging.getLogger(__name__)
 
@@ -259,6 +259,7 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         on_batch=metrics.count_ingest,
         lease_s=settings.jobs.lease_s,
         poll_s=settings.jobs.poll_s,
+        recover=not shared_store(settings) and not settings.jobs.url,
     )
     answerer = Answerer(
         searcher=searcher,

@@ -179,6 +179,11 @@ class Settings(BaseSettings):
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
 
 
+def shared_store(settings: Settings) -> bool:
+    """Both tiers on servers: several service processes may share this data dir (replicas)."""
+    return bool(settings.qdrant.url and settings.elastic.url)
+
+
 def get_settings(**overrides: object) -> Settings:
     """Settings from the environment (and ``.env``), with explicit overrides on top."""
     return Settings(**overrides)  # type: ignore[arg-type]

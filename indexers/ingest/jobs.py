@@ -42,7 +42,9 @@ class JobRunner:
 
     ``lease_s``: how long a claim lasts without renewal (a dead runner's job waits this long
     before another takes it over); renewed every ``lease_s / 5``. ``poll_s``: how often an idle
-    runner looks for jobs submitted through another replica.
+    runner looks for jobs submitted through another replica. ``recover``: this runner is the
+    ledger's only one (a server owning its data dir), so at start it takes back at once what a
+    dead predecessor left running instead of waiting for the lease.
     """
 
     def __init__(
@@ -53,12 +55,14 @@ class JobRunner:
         *,
         lease_s: float = 30.0,
         poll_s: float = 1.0,
+        recover: bool = True,
     ) -> None:
         self.ledger = ledger
         self._pipeline = pipeline
         self._on_batch = on_batch  # (results, chunks written): for metrics
         self.lease_s = lease_s
         self._poll_s = poll_s
+        self._recover = recover  # the only runner on this ledger: requeue what a dead one left at once
         self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -87,7 +91,8 @@ class JobRunner:
         return state
 
     async def _loop(self) -> None:
-        await asyncio.to_thread(self.ledger.recover)
+        if self._recover:
+            await asyncio.to_thread(self.ledger.recover)
         while True:
             job_id = await asyncio.to_thread(self.ledger.claim, self.name, self.lease_s)
             if job_id is not None:

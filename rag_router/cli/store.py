@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from rag_router.api.schemas import SearchResponse
 from rag_router.cli.common import api, app, console, fail, setup_logging
 from rag_router.client import ApiError, Client
 from rag_router.owner import current_owner, holding
-from rag_router.settings import get_settings
+from rag_router.settings import get_settings, shared_store
 
 Url = Annotated[
     str | None, typer.Option("--url", help="a running server (default: RAG_URL, or the data dir's)")
@@ -44,11 +45,18 @@ def serve(
     # loop up to 265 ms; fewer young collections and a frozen startup heap gave +20-30 %
     # throughput and a quarter of the stalls.
     gc.set_threshold(50_000, 50, 100)
-    owner = current_owner(settings.data_dir)
+    host, port = host or settings.host, port or settings.port
+    # The embedded engines are one process's: the server owns the data dir and says so. With both
+    # tiers on servers, replicas may share it (behind a load balancer; RAG_JOBS__URL for the jobs).
+    owning = (
+        contextlib.nullcontext()
+        if shared_store(settings)
+        else holding(settings.data_dir, f"http://{host}:{port}")
+    )
+    owner = None if shared_store(settings) else current_owner(settings.data_dir)
     if owner is not None:
         fail(owner.describe(settings.data_dir))
-    host, port = host or settings.host, port or settings.port
-    with holding(settings.data_dir, f"http://{host}:{port}"):
+    with owning:
         uvicorn.run(
             create_app(settings, freeze_gc=True),
             host=host,

@@ -26,7 +26,16 @@ def environment(service: dict[str, Any]) -> dict[str, str]:
 
 
 def test_the_stack_has_its_services_and_vllm_only_with_the_gpu_profile() -> None:
-    assert set(SERVICES) == {"qdrant", "elasticsearch", "vllm", "rag-router", "prometheus", "grafana"}
+    assert set(SERVICES) == {
+        "qdrant",
+        "elasticsearch",
+        "postgres",
+        "vllm",
+        "rag-router",
+        "proxy",
+        "prometheus",
+        "grafana",
+    }
     assert SERVICES["vllm"]["profiles"] == ["gpu"]
     assert any(arg.startswith("--max-model-len=") for arg in SERVICES["vllm"]["command"])
     assert all("profiles" not in s for name, s in SERVICES.items() if name != "vllm")
@@ -42,7 +51,27 @@ def test_dependencies_wait_for_health() -> None:
     for name, service in SERVICES.items():
         for dep, condition in (service.get("depends_on") or {}).items():
             assert dep in SERVICES and condition == {"condition": "service_healthy"}, (name, dep)
-    assert set(SERVICES["rag-router"]["depends_on"]) == {"qdrant", "elasticsearch"}
+    assert set(SERVICES["rag-router"]["depends_on"]) == {"qdrant", "elasticsearch", "postgres"}
+    assert set(SERVICES["proxy"]["depends_on"]) == {"rag-router"}
+
+
+def test_replicas_share_the_tiers_and_the_job_ledger_behind_one_proxy() -> None:
+    """Two replicas by default; every state they share is a server (Qdrant, Elasticsearch, PostgreSQL)."""
+    api = SERVICES["rag-router"]
+    assert api["deploy"]["replicas"] == "${API_REPLICAS:-2}"
+    assert "ports" not in api  # reached through the proxy only
+    env = environment(api)
+    assert env["RAG_QDRANT__URL"].startswith("http://qdrant:") and env["RAG_ELASTIC__URL"].startswith(
+        "http://elasticsearch:"
+    )
+    assert re.fullmatch(r"postgresql://rag:\$\{POSTGRES_PASSWORD:\?[^}]*\}@postgres:5432/rag", env["RAG_JOBS__URL"])
+    assert environment(SERVICES["postgres"])["POSTGRES_DB"] == "rag"
+    assert SERVICES["proxy"]["ports"] == ["127.0.0.1:8000:8000"]
+    conf = (ROOT / "deploy/nginx/nginx.conf").read_text(encoding="utf-8")
+    assert "server rag-router:8000" in conf and "proxy_buffering off;" in conf  # SSE passes through
+    assert "client_max_body_size 256m;" in conf  # = RAG_INGEST__MAX_JOB_BYTES's default
+    scrape = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())["scrape_configs"][0]
+    assert scrape["dns_sd_configs"][0]["names"] == ["rag-router"]  # every replica is scraped
 
 
 def test_no_port_is_published_beyond_loopback() -> None:
