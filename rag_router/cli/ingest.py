@@ -65,6 +65,11 @@ class Summary:
             failures=[(f.id, f.error or "failed") for f in report.failures],
         )
 
+    def merge(self, other: Summary) -> None:
+        for name in ("documents", "created", "updated", "unchanged", "failed", "chunks_written", "seconds"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.failures += other.failures
+
     def add_job(self, job: dict[str, Any]) -> None:
         self.documents += job["done"] + job["failed"]
         self.created += job["created"]
@@ -268,11 +273,7 @@ def follow(client: Client, job_ids: list[str], summary: Summary) -> None:
                 )
                 if event == "done":
                     base.add_job(job)
-    summary.documents += base.documents
-    summary.created, summary.updated, summary.unchanged = base.created, base.updated, base.unchanged
-    summary.failed += base.failed
-    summary.chunks_written, summary.seconds = base.chunks_written, base.seconds
-    summary.failures += base.failures
+    summary.merge(base)
 
 
 @jobs.command("follow")

@@ -64,7 +64,9 @@ def test_replicas_share_the_tiers_and_the_job_ledger_behind_one_proxy() -> None:
     assert env["RAG_QDRANT__URL"].startswith("http://qdrant:") and env["RAG_ELASTIC__URL"].startswith(
         "http://elasticsearch:"
     )
-    assert re.fullmatch(r"postgresql://rag:\$\{POSTGRES_PASSWORD:\?[^}]*\}@postgres:5432/rag", env["RAG_JOBS__URL"])
+    assert re.fullmatch(
+        r"postgresql://rag:\$\{POSTGRES_PASSWORD:\?[^}]*\}@postgres:5432/rag", env["RAG_JOBS__URL"]
+    )
     assert environment(SERVICES["postgres"])["POSTGRES_DB"] == "rag"
     assert SERVICES["proxy"]["ports"] == ["127.0.0.1:8000:8000"]
     conf = (ROOT / "deploy/nginx/nginx.conf").read_text(encoding="utf-8")

@@ -1,0 +1,83 @@
+"""`rag-router ingest` against a server: batching of uploads, Ctrl-C cancels, --detach leaves jobs running."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+
+from rag_router.cli import ingest as cli_ingest
+
+
+class FakeServer:
+    """The Client calls `_ingest_there` makes, recorded; events end in a Ctrl-C when asked."""
+
+    def __init__(self, *, interrupt: bool = False) -> None:
+        self.uploads: list[list[str]] = []
+        self.cancelled: list[str] = []
+        self.followed: list[str] = []
+        self.interrupt = interrupt
+
+    def upload(self, files: list[tuple[str, Path]], *, tier: str) -> dict[str, Any]:
+        self.uploads.append([name for name, _ in files])
+        results = [{"name": name, "documents": 1, "error": None} for name, _ in files]
+        return {"job_id": f"job{len(self.uploads)}", "files": results}
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return {"total": 2}
+
+    def events(self, job_id: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        self.followed.append(job_id)
+        if self.interrupt:
+            raise KeyboardInterrupt
+        done = {"done": 2, "failed": 0, "created": 2, "updated": 0, "unchanged": 0, "chunks": 4}
+        yield "done", {**done, "seconds": 1.0, "errors": [], "chunks_per_s": 4.0}
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        self.cancelled.append(job_id)
+        return {"status": "cancelled"}
+
+
+def files(tmp_path: Path, sizes: list[int]) -> list[tuple[Path, Path]]:
+    out = []
+    for i, size in enumerate(sizes):
+        path = tmp_path / "in" / f"f{i}.txt"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"x" * size)
+        out.append((path, tmp_path / "in"))
+    return out
+
+
+def test_uploads_are_cut_by_bytes_and_a_large_file_goes_alone(tmp_path: Path) -> None:
+    batches = list(cli_ingest._batches(files(tmp_path, [40, 40, 30, 500, 10]), max_bytes=100))
+    assert [[name for name, _ in b] for b in batches] == [
+        ["f0.txt", "f1.txt"],
+        ["f2.txt"],
+        ["f3.txt"],
+        ["f4.txt"],
+    ]
+
+
+def test_ctrl_c_while_following_cancels_every_job(tmp_path: Path) -> None:
+    server = FakeServer(interrupt=True)
+    with pytest.raises(typer.Exit) as stopped:
+        cli_ingest._ingest_there(server, files(tmp_path, [60, 60]), "auto", False, 100)  # type: ignore[arg-type]
+    assert stopped.value.exit_code == 130
+    assert server.cancelled == ["job1", "job2"]
+
+
+def test_detach_uploads_and_leaves_the_jobs_running(tmp_path: Path) -> None:
+    server = FakeServer()
+    cli_ingest._ingest_there(server, files(tmp_path, [60, 60]), "auto", True, 100)  # type: ignore[arg-type]
+    assert server.uploads == [["f0.txt"], ["f1.txt"]] and server.followed == [] and server.cancelled == []
+
+
+def test_followed_jobs_add_up_to_what_the_upload_already_counted() -> None:
+    server = FakeServer()
+    summary = cli_ingest.Summary(documents=1, failed=1, failures=[("bad.png", "unsupported")])
+    cli_ingest.follow(server, ["job1", "job2"], summary)  # type: ignore[arg-type]
+    assert (summary.documents, summary.failed, summary.created, summary.chunks_written) == (5, 1, 4, 8)
+    assert summary.failures == [("bad.png", "unsupported")]
