@@ -158,8 +158,19 @@ class Pipeline:
         embedded: asyncio.Queue[_Batch | None] = asyncio.Queue(self._queue_batches)
         in_flight: dict[Key, _Batch] = {}
 
+        def drop(batch: _Batch) -> None:
+            """Cancelled: the batch is neither embedded nor written (its documents stay pending)."""
+            report.cancelled = True
+            for key in batch.keys:
+                if in_flight.get(key) is batch:
+                    del in_flight[key]
+            batch.written.set()
+
         async def write_stage() -> None:
             while (batch := await embedded.get()) is not None:
+                if cancel is not None and cancel.is_set():
+                    drop(batch)
+                    continue
                 began = time.perf_counter()
                 await self._write(batch)
                 report.timed("write", began)
@@ -179,7 +190,7 @@ class Pipeline:
             tasks.create_task(
                 self._plan_stage(iter(documents), placement, planned, in_flight, cancel, report)
             )
-            tasks.create_task(self._embed_stage(planned, embedded, report))
+            tasks.create_task(self._embed_stage(planned, embedded, report, cancel))
             tasks.create_task(write_stage())
         if optimize and not report.cancelled:
             await asyncio.gather(*(tier.optimize() for tier in self._tiers.values()))
@@ -281,11 +292,16 @@ class Pipeline:
     # stage 2: embed ---------------------------------------------------------------------------
 
     async def _embed_stage(
-        self, source: asyncio.Queue[_Batch | None], out: asyncio.Queue[_Batch | None], report: IngestReport
+        self,
+        source: asyncio.Queue[_Batch | None],
+        out: asyncio.Queue[_Batch | None],
+        report: IngestReport,
+        cancel: asyncio.Event | None,
     ) -> None:
+        """Embed each batch; once cancelled, pass batches on unembedded (the write stage drops them)."""
         try:
             while (batch := await source.get()) is not None:
-                if batch.to_embed:
+                if batch.to_embed and not (cancel is not None and cancel.is_set()):
                     began = time.perf_counter()
                     texts = [c.embed_text for _, c in batch.to_embed]
                     batch.vectors, cached = await self._embed(texts)

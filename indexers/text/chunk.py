@@ -89,11 +89,13 @@ class Chunker:
         out: dict[int, list[Chunk]] = {}
         for doc in docs:
             placed = spans_of[id(doc)]
-            # A chunk runs on to where the next one starts, so the whitespace between two chunks is
-            # kept (at the end of the first) and the chunks rebuild the stored text exactly
-            # (``rebuild``); overlapping chunks keep their own end.
+            if placed:  # the first chunk starts at the text's start: leading whitespace is kept
+                placed[0] = (0, placed[0][1], {**placed[0][2], "char_start": 0})
+            # A chunk runs on to where the next one starts (the last one to the text's end), so the
+            # whitespace between and around chunks is kept and the chunks rebuild the stored text
+            # exactly (``rebuild``); overlapping chunks keep their own end.
             ends = [
-                max(end, placed[i + 1][0]) if i + 1 < len(placed) else end
+                max(end, placed[i + 1][0]) if i + 1 < len(placed) else len(doc.text)
                 for i, (_, end, _) in enumerate(placed)
             ]
             out[id(doc)] = [

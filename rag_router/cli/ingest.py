@@ -246,6 +246,7 @@ def _ingest_there(
         if not job_ids:
             print_report(summary)
         return
+    console.print(f"[dim]jobs: {' '.join(job_ids)}[/dim]", highlight=False)
     try:
         follow(client, job_ids, summary)
     except KeyboardInterrupt:

@@ -9,8 +9,6 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from rag_router.api.schemas import SearchResponse
 from rag_router.cli.common import api, app, console, fail, setup_logging
@@ -147,24 +145,20 @@ def documents_delete(doc_id: Annotated[str, typer.Argument(help="the document id
     console.print(f"deleted {body['id']}: {body['deleted_chunks']} chunks")
 
 
-def job_table(rows: list[dict[str, Any]]) -> Table:
-    table = Table("job", "status", "done", "failed", "total", "chunks/s", "eta s")
-    for j in rows:
-        eta = "" if j["eta_s"] is None else f"{j['eta_s']:.0f}"
-        table.add_row(
-            j["job_id"],
-            j["status"],
-            *(str(j[k]) for k in ("done", "failed", "total")),
-            f"{j['chunks_per_s']:.1f}",
-            eta,
-        )
-    return table
+def job_line(j: dict[str, Any]) -> str:
+    """One job per line, its id whole (to paste into `jobs get|follow|cancel`) at any width."""
+    eta = "" if j["eta_s"] is None or j["status"] != "running" else f", eta {j['eta_s']:.0f} s"
+    return (
+        f"{j['job_id']}  {j['status']:<9}  {j['done']}/{j['total']} done, {j['failed']} failed, "
+        f"{j['chunks_per_s']:.1f} chunks/s{eta}"
+    )
 
 
 @jobs.command("list")
 def jobs_list(url: Url = None) -> None:
     """The latest ingestion jobs, newest first."""
-    Console().print(job_table(_with_client(url, Client.jobs)))
+    for job in _with_client(url, Client.jobs):
+        typer.echo(job_line(job))
 
 
 @jobs.command("get")

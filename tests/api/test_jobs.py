@@ -103,6 +103,25 @@ def test_cancel_a_queued_and_a_running_job(tmp_path: Path, embedder: SentenceTra
         assert client.delete(f"/v1/ingest/jobs/{first}").json()["status"] == "cancelled"
 
 
+def test_cancel_stops_a_job_whose_documents_are_all_read_already(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    """Reading runs ahead of embedding and writing: a cancel must stop the batches already read."""
+    ahead = settings(tmp_path, max_body_bytes=1 << 20, ingest={"batch_chunks": 128, "queue_batches": 100})
+    with TestClient(create_app(ahead, embedder=embedder)) as client:
+        job_id = client.post("/v1/ingest/jobs", json={"documents": docs("w", 300, sentences=12)}).json()[
+            "job_id"
+        ]
+        deadline = time.monotonic() + 120
+        while client.get(f"/v1/ingest/jobs/{job_id}").json()["done"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)  # the first batch is written: every batch has been read by now
+        client.delete(f"/v1/ingest/jobs/{job_id}")
+        body = wait(client, job_id, {"cancelled", "done"})
+        assert body["status"] == "cancelled" and body["done"] < body["total"] == 300
+        written = [client.get(f"/v1/documents/w{i}").status_code for i in range(300)]
+        assert written.count(200) == body["done"]  # what was not marked done was not written
+
+
 def test_a_job_left_running_by_a_dead_process_resumes(
     tmp_path: Path, embedder: SentenceTransformerEmbedder
 ) -> None:
