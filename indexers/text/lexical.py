@@ -22,9 +22,11 @@ import Stemmer
 from stop_words import get_stop_words
 
 # Bumped whenever the terms of the same text change; an index records it (indexers/manifest.py).
-ANALYZER_VERSION = "2-cjk-unigram-bigram"
+ANALYZER_VERSION = "3-cjk-apart-from-latin"
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_RUNS = re.compile(rf"([{_CJK}]+)|([^\W_]+)", re.UNICODE)
+# A word never runs into ideographs: "第20条" is 第 · 20 · 条, "GDPR第17条" is gdpr · 第 · 17 · 条
+# (version 2 read "20条" and "gdpr第17条" as single words, which nothing else matched).
+_RUNS = re.compile(rf"([{_CJK}]+)|([^\W_{_CJK}]+)", re.UNICODE)
 _MAX_TERM_LEN = 40
 
 

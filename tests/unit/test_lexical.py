@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from indexers.text.lexical import Analyzer, bm25_document_vector, bm25_query_vector, term_id
 
 
@@ -24,6 +26,19 @@ def test_a_chinese_query_matches_a_document_without_a_dictionary() -> None:
 
 def test_mixed_script_and_numbers() -> None:
     assert Analyzer().terms("GDPR Article 17：删除权")[:3] == ["gdpr", "articl", "17"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("第20条", ["第", "20", "条"]),
+        ("GDPR第17条", ["gdpr", "第", "17", "条"]),
+        ("2019年至2021年", ["2019", "年", "至", "年至", "2021", "年"]),
+        ("不超过50字回答", ["不", "超", "过", "不超", "超过", "50", "字", "回", "答", "字回", "回答"]),
+    ],
+)
+def test_latin_letters_and_digits_never_run_into_ideographs(text: str, expected: list[str]) -> None:
+    assert Analyzer(stem=False).terms(text) == expected
 
 
 def test_bm25_weights_saturate_and_normalise_length() -> None:
