@@ -6,16 +6,18 @@ Used when no LLM is configured (``mode: "extractive"``) and whenever the LLM fai
 then kept in reading order within the word / character / sentence limits.
 
 A list marker that the sentence splitter leaves on its own ("1.", "(a)", "（二）") is not a
-sentence and is never quoted. When no whole sentence fits the limit, the best one is cut at a
-word (or, in Chinese, a character) and ends in "…". Text is quoted as stored: the caller passes
-the chunks' own text, not the prompt's cleaned copy.
+sentence and is never quoted. When no whole sentence fits the limit, the best one is narrowed to
+the run of its clauses (cut at ，；：,;:) that holds most of the question's terms and fits, marked
+"…" where it was cut ("…对不法侵害人造成损害的，属于正当防卫，不负刑事责任。"); a single clause
+still too long is cut at a word (or, in Chinese, a character). Text is quoted as stored: the
+caller passes the chunks' own text, not the prompt's cleaned copy.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from indexers.text.chunk import split_sentences
 from indexers.text.lexical import Analyzer
@@ -63,9 +65,17 @@ def extractive_answer(question: str, sources: Sequence[Source], c: Constraints, 
         used_chars += chars
         if c.bullets and len(chosen) >= c.bullets:
             break
-    if not chosen and candidates:  # no whole sentence fits: the best one, cut to the limit
+    if not chosen and candidates:  # no whole sentence fits: the best part of the best one
         _, rank, position, sentence, n = min(candidates, key=lambda x: (-x[0], x[1], x[2]))
-        chosen.append((rank, position, f"{_cut(sentence, limit_words, c.max_chars, n)} [{n}]", n))
+        fits = _fits(limit_words, c.max_chars, n)
+        part = _best_clauses(sentence, wanted, analyzer, fits)
+        if part is None:  # not even one clause fits: the cut clause that shows most terms
+            cuts = [
+                _cut(("…" if i else "") + clause.strip(), limit_words, c.max_chars, n)
+                for i, clause in enumerate(_CLAUSE.findall(sentence))
+            ]
+            part = max(cuts, key=lambda cut: len(set(analyzer.terms(cut)) & wanted))
+        chosen.append((rank, position, f"{part} [{n}]", n))
     if not chosen:
         return _NO_SOURCES["zh" if c.language == "zh" else "en"]
     ordered = [text for _, _, text, _ in sorted(chosen)]
@@ -97,6 +107,39 @@ def _quotable(sentence: str) -> str:
 
 def _says_something(sentence: str) -> bool:
     return bool(_LETTER.search(sentence)) and not _MARKER.match(sentence)
+
+
+_CLAUSE = re.compile(r"[^，,；;：:]+[，,；;：:]?\s*")
+
+
+def _fits(max_words: int | None, max_chars: int | None, n: int) -> Callable[[str], bool]:
+    def fits(text: str) -> bool:
+        words_ok = not max_words or count_words(text) <= max_words
+        return words_ok and (not max_chars or len(f"{text} [{n}]") + 1 <= max_chars)
+
+    return fits
+
+
+def _best_clauses(
+    sentence: str, wanted: set[str], analyzer: Analyzer, fits: Callable[[str], bool]
+) -> str | None:
+    """The contiguous clauses of ``sentence`` that hold most question terms and fit (with "…"
+    where cut): most terms, then most text, then the earliest. None when no clause fits alone."""
+    clauses = _CLAUSE.findall(sentence)
+    found = [set(analyzer.terms(c)) & wanted for c in clauses]
+    best: tuple[int, int, int] | None = None
+    best_text = None
+    for i in range(len(clauses)):
+        for j in range(i, len(clauses)):
+            text = ("…" if i > 0 else "") + "".join(clauses[i : j + 1]).strip()
+            if j + 1 < len(clauses):
+                text = text.rstrip(" ,;:，；：、") + "…"
+            if not fits(text):
+                break
+            key = (len(set().union(*found[i : j + 1])), len(text), -i)
+            if best is None or key > best:
+                best, best_text = key, text
+    return best_text
 
 
 def _cut(sentence: str, max_words: int | None, max_chars: int | None, n: int) -> str:
