@@ -57,7 +57,7 @@ def check_manifest(data_dir: Path, current: IndexManifest) -> None:
     hint = (
         f"set RAG_EMBEDDING__MODEL={stored.get('embedding_model')} to use it"
         if "embedding_model" in different or "dim" in different
-        else "re-ingest"
+        else f"remove {data_dir} and ingest again (the analyzer changed: its terms no longer match)"
     )
     raise IndexMismatch(
         f"the index in {data_dir} was written differently ({shown}); {hint}, "
