@@ -57,12 +57,14 @@ class Client:
     def search(self, query: str, *, top_k: int = 10, route: str = "auto") -> dict[str, Any]:
         return self._call("POST", "/v1/search", json={"query": query, "top_k": top_k, "route": route})  # type: ignore[no-any-return]
 
-    def upload(self, files: Sequence[tuple[str, Path]], *, tier: str = "auto") -> dict[str, Any]:
-        """``files``: (the name the document id comes from, the local file). One job."""
+    def upload(self, files: Sequence[tuple[str, Path]], *, tier: str = "auto", **form: str) -> dict[str, Any]:
+        """``files``: (the name the document id comes from, the local file). One job. ``form``:
+        ``tenant`` (servers without API keys), ``id_field``, ``text_field``, ``title_field``."""
         handles = [(name, path.open("rb")) for name, path in files]
         try:
             parts = [("files", (name, handle, "application/octet-stream")) for name, handle in handles]
-            return self._call("POST", "/v1/ingest/files", files=parts, data={"tier": tier})  # type: ignore[no-any-return]
+            data = {"tier": tier, **form}
+            return self._call("POST", "/v1/ingest/files", files=parts, data=data)  # type: ignore[no-any-return]
         finally:
             for _, handle in handles:
                 handle.close()

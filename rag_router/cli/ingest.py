@@ -110,7 +110,9 @@ def print_report(s: Summary) -> None:
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="files or folders", exists=True)],
     tier: Annotated[str, typer.Option(help="auto | hot | cold")] = "auto",
-    tenant: Annotated[str, typer.Option(help="tenant the documents belong to (in process)")] = "default",
+    tenant: Annotated[
+        str, typer.Option(help="tenant the documents belong to (a server with API keys: the key's)")
+    ] = "default",
     include: Annotated[
         list[str] | None, typer.Option(help="glob on paths inside folders, e.g. '**/*.md' (repeatable)")
     ] = None,
@@ -143,17 +145,16 @@ def ingest(
     if found is None:
         asyncio.run(_ingest_here(settings, paths, tier, options, if_empty))  # type: ignore[arg-type]
         return
-    if tenant != "default" or options.fields != FieldMap():
-        fail(
-            "--tenant and the --*-field options apply in process; a server takes the tenant from RAG_API_KEY"
-        )
+    form = {"id_field": id_field, "text_field": text_field, "title_field": title_field}
+    if tenant != "default":  # a server with API keys takes the tenant from RAG_API_KEY instead
+        form["tenant"] = tenant
     key = settings.api_key.get_secret_value() if settings.api_key else None
     client = Client.connect(found, key)
     try:
         if if_empty and any(b.get("chunks") for b in client.ready()["backends"].values()):
             console.print("[dim]tiers already hold data; nothing ingested[/dim]")
             return
-        _ingest_there(client, iter_files(paths, options), tier, detach, int(batch_mb * 1024 * 1024))
+        _ingest_there(client, iter_files(paths, options), tier, detach, int(batch_mb * 1024 * 1024), form)
     except ApiError as exc:
         fail(exc.message)
     finally:
@@ -218,7 +219,12 @@ def _batches(files: Iterable[tuple[Path, Path]], max_bytes: int) -> Iterator[lis
 
 
 def _ingest_there(
-    client: Client, files: Iterable[tuple[Path, Path]], tier: str, detach: bool, max_bytes: int
+    client: Client,
+    files: Iterable[tuple[Path, Path]],
+    tier: str,
+    detach: bool,
+    max_bytes: int,
+    form: dict[str, str] | None = None,
 ) -> None:
     summary = Summary()
     job_ids: list[str] = []
@@ -226,7 +232,7 @@ def _ingest_there(
         for n, batch in enumerate(_batches(files, max_bytes), 1):
             status.update(f"uploading batch {n} ({len(batch)} files)")
             try:
-                accepted = client.upload(batch, tier=tier)
+                accepted = client.upload(batch, tier=tier, **(form or {}))
             except ApiError as exc:
                 if exc.status != 422:  # 422: nothing readable in this batch; the others go on
                     raise

@@ -85,6 +85,18 @@ def test_every_store_command_goes_through_the_running_server(env: Path) -> None:
         assert job_id is not None
         assert re.search(r"(cancelled|done)", run("jobs", "cancel", job_id.group(1)))
         assert run("documents", "delete", "zoll.txt").startswith("deleted zoll.txt")
+        # the in-process options mean the same through the server
+        mapped = env / "mapped.jsonl"
+        mapped.write_text(
+            json.dumps({"key": "m-1", "body": "Pilotage is compulsory.", "heading": "Pilots"}) + "\n"
+        )
+        fields = ("--id-field", "key", "--text-field", "body", "--title-field", "heading")
+        assert re.search(r"created │ 1 ", run("ingest", str(mapped), *fields))
+        assert "Pilots" in run("documents", "get", "m-1")
+        other = env / "other.jsonl"
+        other.write_text(json.dumps({"id": "t-1", "text": "Only the other tenant sees this."}) + "\n")
+        assert re.search(r"created │ 1 ", run("ingest", str(other), "--tenant", "t2"))
+        assert httpx.get(f"http://127.0.0.1:{port}/v1/documents/t-1").status_code == 404  # not default's
         assert proc.poll() is None  # the server held the store the whole time
     # SIGKILL left serve.json behind: stale, ignored; the CLI opens the store itself again
     assert (env / "data" / "serve.json").exists()

@@ -213,6 +213,18 @@ def test_an_upload_with_nothing_readable_is_refused_with_the_reasons(
         assert client.get("/v1/ingest/jobs").json() == {"jobs": []}
 
 
+def test_an_upload_names_its_tenant_only_where_there_are_no_keys(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    files = [("files", ("a.txt", b"Harbour dues are paid monthly.", "text/plain"))]
+    keyed = settings(tmp_path, api_keys=["acme:k1"])
+    with TestClient(create_app(keyed, embedder=embedder), headers={"Authorization": "Bearer k1"}) as client:
+        refused = client.post("/v1/ingest/files", files=files, data={"tenant": "other"})
+        assert refused.status_code == 422 and "the key's" in refused.json()["error"]["message"]
+        own = client.post("/v1/ingest/files", files=files, data={"tenant": "acme"})  # its own: fine
+        assert own.status_code == 202, own.text
+
+
 def test_job_events_stream_progress_then_the_finished_job(
     tmp_path: Path, embedder: SentenceTransformerEmbedder
 ) -> None:

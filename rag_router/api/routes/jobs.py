@@ -16,7 +16,7 @@ from fastapi import APIRouter, File, Form, Request, UploadFile
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from indexers.ingest.ledger import JobState
-from indexers.ingest.load import LoadFailure, LoadOptions, load_any
+from indexers.ingest.load import FieldMap, LoadFailure, LoadOptions, load_any
 from indexers.records import Document
 from rag_router.api.deps import ERROR_RESPONSES, Svc, Tenant, documents_of
 from rag_router.api.schemas import (
@@ -48,16 +48,41 @@ async def upload_files(
     svc: Svc,
     tenant: Tenant,
     tier: Annotated[Literal["auto", "hot", "cold"], Form()] = "auto",
+    id_field: Annotated[str, Form(min_length=1, max_length=64, description="JSONL key of the id")] = "id",
+    text_field: Annotated[
+        str, Form(min_length=1, max_length=64, description="JSONL key of the text")
+    ] = "text",
+    title_field: Annotated[
+        str, Form(min_length=1, max_length=64, description="JSONL key of the title")
+    ] = "title",
+    as_tenant: Annotated[
+        str | None,
+        Form(
+            alias="tenant",
+            min_length=1,
+            max_length=128,
+            description="the documents' tenant; only where the server has no API keys (else the key's)",
+        ),
+    ] = None,
 ) -> FilesAccepted:
     """Files → one ingestion job. A file's name (a relative path) becomes its document id, as the CLI's
     folder ingest names them; a file that cannot be read is listed with the reason and skipped."""
-    options = LoadOptions(tenant=tenant, max_bytes=int(svc.settings.ingest.max_file_mb * 1024 * 1024))
+    owner = tenant  # the job is the caller's; its documents may be another tenant's (no keys only)
+    if as_tenant is not None and as_tenant != tenant:
+        if svc.settings.api_keys:
+            raise InvalidRequest("tenant: with API keys the tenant is the key's; leave the field out")
+        tenant = as_tenant
+    options = LoadOptions(
+        tenant=tenant,
+        fields=FieldMap(id=id_field, text=text_field, title=title_field),
+        max_bytes=int(svc.settings.ingest.max_file_mb * 1024 * 1024),
+    )
     with tempfile.TemporaryDirectory(prefix="rag-upload-") as folder:
         docs, results = await _read_uploads(files, Path(folder), options)
         if not docs:
             reasons = "; ".join(f"{r.name}: {r.error}" for r in results) or "no files"
             raise InvalidRequest(f"no documents could be read from the upload ({reasons})")
-        job_id = await svc.jobs.submit(tenant, tier, docs)
+        job_id = await svc.jobs.submit(owner, tier, docs)
     return FilesAccepted(job_id=job_id, files=results)
 
 
