@@ -135,7 +135,7 @@ def documents_get(
     console.print(
         f"[dim]{body['id']}{title} · {', '.join(body['tiers'])} · {len(body['chunks'])} chunks[/dim]"
     )
-    typer.echo(body["text"])
+    typer.echo(body["text"], nl=False)  # byte for byte: no newline of ours after it
 
 
 @documents.command("delete")
@@ -171,4 +171,8 @@ def jobs_get(job_id: str, url: Url = None) -> None:
 def jobs_cancel(job_id: str, url: Url = None) -> None:
     """Cancel a queued or running job (a running one stops between batches)."""
     body = _with_client(url, lambda c: c.cancel(job_id))
-    console.print(f"{job_id}: {body['status']} ({body['done']} of {body['total']} documents written)")
+    written = f"{body['done']} of {body['total']} documents written"
+    if body["status"] == "running":
+        console.print(f"{job_id}: cancelling, it stops after the batch in flight ({written} so far)")
+    else:
+        console.print(f"{job_id}: {body['status']} ({written})")
