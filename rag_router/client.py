@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from httpx_sse import connect_sse
@@ -94,13 +95,22 @@ class Client:
         return self._call("POST", "/v1/retier", json={"dry_run": dry_run})  # type: ignore[no-any-return]
 
     def document(self, doc_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/v1/documents/{doc_id}")  # type: ignore[no-any-return]
+        return self._call("GET", _document_path(doc_id))  # type: ignore[no-any-return]
 
     def delete_document(self, doc_id: str) -> dict[str, Any]:
-        return self._call("DELETE", f"/v1/documents/{doc_id}")  # type: ignore[no-any-return]
+        return self._call("DELETE", _document_path(doc_id))  # type: ignore[no-any-return]
 
     def close(self) -> None:
         self.http.close()
+
+
+def _document_path(doc_id: str) -> str:
+    """The document's URL path: every character that means something in a URL escaped ("#", "?",
+    "%", spaces), "/" kept; ids with "." or ".." segments are refused here as the server refuses
+    them at ingestion (a URL would resolve them to another document)."""
+    if any(part in (".", "..") for part in doc_id.split("/")):
+        raise ApiError(422, "invalid_id", f"no document id has a '.' or '..' segment: {doc_id!r}")
+    return "/v1/documents/" + quote(doc_id, safe="/")
 
 
 def _error(response: httpx.Response) -> ApiError:

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 class _Running:
     job_id: str
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    lost: bool = False  # another runner holds the job now: record nothing more
 
 
 class JobRunner:
@@ -91,10 +92,17 @@ class JobRunner:
         return state
 
     async def _loop(self) -> None:
+        """Claim and run jobs for ever; a ledger error (a lock, a restarting server) is logged and
+        the turn retried after a pause, so one failure never stops the runner."""
         if self._recover:
-            await asyncio.to_thread(self.ledger.recover)
+            await self._retrying(self.ledger.recover)
         while True:
-            job_id = await asyncio.to_thread(self.ledger.claim, self.name, self.lease_s)
+            try:
+                job_id = await asyncio.to_thread(self.ledger.claim, self.name, self.lease_s)
+            except Exception:
+                log.exception("ingest jobs: claiming failed; retrying in %.0f s", self.lease_s / 5)
+                await asyncio.sleep(self.lease_s / 5)
+                continue
             if job_id is not None:
                 await self._run(job_id)
                 continue
@@ -102,14 +110,29 @@ class JobRunner:
                 await asyncio.wait_for(self._wake.wait(), self._poll_s)
             self._wake.clear()
 
+    async def _retrying(self, call: Callable[[], object]) -> None:
+        while True:
+            try:
+                await asyncio.to_thread(call)
+                return
+            except Exception:
+                log.exception("ingest jobs: the ledger failed; retrying in %.0f s", self.lease_s / 5)
+                await asyncio.sleep(self.lease_s / 5)
+
     async def _heartbeat(self, running: _Running) -> None:
-        """Renew the lease; a cancel asked through any replica, or a lost lease, stops the run."""
-        while not running.cancel.is_set():
+        """Renew the lease until the run ends (a cancelled run still finishes its batch in flight);
+        a cancel asked through any replica, or a lost lease, stops the run."""
+        while True:
             await asyncio.sleep(self.lease_s / 5)
-            lease = await asyncio.to_thread(self.ledger.renew, running.job_id, self.name, self.lease_s)
+            try:
+                lease = await asyncio.to_thread(self.ledger.renew, running.job_id, self.name, self.lease_s)
+            except Exception:  # try again next period; the lease outlives several misses
+                log.exception("ingest job %s: renewing the lease failed", running.job_id)
+                continue
+            if not lease.held and not running.lost:
+                log.warning("ingest job %s: lease lost to another runner; stopping", running.job_id)
+                running.lost = True
             if lease.cancel or not lease.held:
-                if not lease.held:
-                    log.warning("ingest job %s: lease lost to another runner; stopping", running.job_id)
                 running.cancel.set()
 
     async def _run(self, job_id: str) -> None:
@@ -120,7 +143,12 @@ class JobRunner:
         async def on_batch(results: Sequence[DocResult], report: IngestReport) -> None:
             now = time.perf_counter()
             chunks = report.chunks_written - int(last["chunks"])
-            await asyncio.to_thread(self.ledger.mark, job_id, results, chunks, now - last["at"])
+            held = await asyncio.to_thread(
+                self.ledger.mark, job_id, self.name, results, chunks, now - last["at"]
+            )
+            if not held:  # another runner took the job over: it records from here on
+                running.lost = True
+                running.cancel.set()
             last.update(at=now, chunks=report.chunks_written)
             if self._on_batch is not None:
                 self._on_batch(results, chunks)
@@ -131,43 +159,43 @@ class JobRunner:
             report = await self._pipeline.ingest(
                 docs, placement=placement, on_batch=on_batch, cancel=running.cancel
             )
-            await self._finish(job_id, report)
+            status: JobStatus = "cancelled" if report.cancelled else "done"
+            if not running.lost and await asyncio.to_thread(
+                self.ledger.set_status, job_id, status, runner=self.name
+            ):
+                log.info(
+                    "ingest job %s %s: %d documents, %.1f chunks/s",
+                    job_id,
+                    status,
+                    report.documents,
+                    report.chunks_per_s,
+                )
         except asyncio.CancelledError:
-            raise  # shutting down: the lease expires and the job resumes on the next claim
-        except Exception as exc:  # a tier or the embedder failed: the job fails, the service lives on
+            raise  # shutting down: close() gives the job back
+        except Exception as exc:  # a tier, the embedder or the ledger failed: the job fails
             log.exception("ingest job %s failed", job_id)
-            await asyncio.to_thread(self.ledger.set_status, job_id, "failed", f"{type(exc).__name__}: {exc}")
+            with contextlib.suppress(Exception):  # if even that fails, the lease expires instead
+                error = f"{type(exc).__name__}: {exc}"
+                await asyncio.to_thread(self.ledger.set_status, job_id, "failed", error, runner=self.name)
         finally:
             heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await heartbeat
             self._running = None
-
-    async def _finish(self, job_id: str, report: IngestReport) -> None:
-        if report.cancelled:
-            lease = await asyncio.to_thread(self.ledger.renew, job_id, self.name, self.lease_s)
-            if not lease.held:
-                return  # another runner has it now: its status is that runner's to set
-        status: JobStatus = "cancelled" if report.cancelled else "done"
-        await asyncio.to_thread(self.ledger.set_status, job_id, status)
-        log.info(
-            "ingest job %s %s: %d documents, %.1f chunks/s",
-            job_id,
-            status,
-            report.documents,
-            report.chunks_per_s,
-        )
 
     async def close(self) -> None:
         """Stop; a job in flight goes back to the queue at once (another replica may take it)."""
         job_id = self._running.job_id if self._running is not None else None
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
             self._task = None
         if job_id is not None:
-            await asyncio.to_thread(self.ledger.release, job_id, self.name)
+            try:
+                await asyncio.to_thread(self.ledger.release, job_id, self.name)
+            except Exception:  # its lease expires instead
+                log.exception("ingest job %s: giving it back failed", job_id)
         self.ledger.close()
 
 

@@ -72,6 +72,8 @@ ADDED_COLUMNS = (  # since the first version of the SQLite ledger
     ("lease_until", "REAL"),
     ("cancel", "INTEGER NOT NULL DEFAULT 0"),
 )
+# A running job given back (shutdown, recovery) goes back to the queue, unless a cancel was asked for.
+REQUEUE = "CASE WHEN cancel = 1 THEN 'cancelled' ELSE 'queued' END"
 _STATE_COLUMNS = (
     "id, tenant, status, total, done, failed, created_docs, updated_docs, unchanged_docs, "
     "chunks, seconds, errors, created, updated"
@@ -138,9 +140,13 @@ class Ledger(Protocol):
     def renew(self, job_id: str, runner: str, lease_s: float) -> Lease: ...
     def release(self, job_id: str, runner: str) -> None: ...
     def request_cancel(self, job_id: str) -> JobState | None: ...
-    def set_status(self, job_id: str, status: JobStatus, error: str | None = None) -> None: ...
+    def set_status(
+        self, job_id: str, status: JobStatus, error: str | None = None, *, runner: str | None = None
+    ) -> bool: ...
     def pending(self, job_id: str) -> Iterator[tuple[str, Document]]: ...
-    def mark(self, job_id: str, results: Sequence[DocResult], chunks: int, seconds: float) -> None: ...
+    def mark(
+        self, job_id: str, runner: str, results: Sequence[DocResult], chunks: int, seconds: float
+    ) -> bool: ...
     def close(self) -> None: ...
 
 
@@ -153,6 +159,7 @@ class SqlLedger:
 
     NOW: str  # the database's clock, in seconds since the epoch
     LOCK: str  # appended to the claim's SELECT
+    ROW_LOCK: str  # appended to a SELECT that a write in the same transaction depends on
 
     def __init__(self) -> None:
         self._lock = threading.Lock()  # one connection, used by one thread at a time
@@ -202,11 +209,19 @@ class SqlLedger:
         """At start: nothing to do where leases expire by themselves (see ``SqliteLedger``)."""
 
     def claim(self, runner: str, lease_s: float) -> str | None:
-        """The oldest queued job, or a running one whose lease expired, now held by ``runner``."""
+        """The oldest queued job, or a running one whose lease expired, now held by ``runner``.
+
+        A job whose runner died after a cancel was asked for ends cancelled instead."""
+        expired = f"(lease_until IS NULL OR lease_until < {self.NOW})"
         with self._tx() as tx:
+            tx.execute(
+                f"UPDATE jobs SET status = 'cancelled', updated = ? "
+                f"WHERE status = 'running' AND cancel = 1 AND {expired}",
+                (time.time(),),
+            )
             row = tx.execute(
                 "SELECT id FROM jobs WHERE status = 'queued' OR "
-                f"(status = 'running' AND lease_until < {self.NOW}) ORDER BY created LIMIT 1{self.LOCK}"
+                f"(status = 'running' AND cancel = 0 AND {expired}) ORDER BY created LIMIT 1{self.LOCK}"
             ).fetchone()
             if row is None:
                 return None
@@ -229,13 +244,20 @@ class SqlLedger:
         return Lease(held=held, cancel=bool(row and row[2]))
 
     def release(self, job_id: str, runner: str) -> None:
-        """Give a job back to the queue (a runner shutting down cleanly)."""
+        """Give a job back to the queue (a runner shutting down cleanly); a cancelled one ends."""
         with self._tx() as tx:
             tx.execute(
-                "UPDATE jobs SET status = 'queued', runner = NULL, lease_until = NULL "
+                f"UPDATE jobs SET status = {REQUEUE}, runner = NULL, lease_until = NULL "
                 "WHERE id = ? AND runner = ? AND status = 'running'",
                 (job_id, runner),
             )
+
+    def _held(self, tx: Any, job_id: str, runner: str | None) -> bool:
+        """Whether ``runner`` still holds the job (locking its row until the transaction ends)."""
+        if runner is None:
+            return True
+        row = tx.execute(f"SELECT runner, status FROM jobs WHERE id = ?{self.ROW_LOCK}", (job_id,)).fetchone()
+        return row is not None and row[0] == runner and row[1] == "running"
 
     def request_cancel(self, job_id: str) -> JobState | None:
         """A queued job is cancelled at once; a running one stops at its runner's next renewal."""
@@ -247,8 +269,13 @@ class SqlLedger:
             tx.execute("UPDATE jobs SET cancel = 1 WHERE id = ? AND status = 'running'", (job_id,))
         return self.get(job_id)
 
-    def set_status(self, job_id: str, status: JobStatus, error: str | None = None) -> None:
+    def set_status(
+        self, job_id: str, status: JobStatus, error: str | None = None, *, runner: str | None = None
+    ) -> bool:
+        """Set the status; with ``runner``, only while it holds the job (False when it does not)."""
         with self._tx() as tx:
+            if not self._held(tx, job_id, runner):
+                return False
             if error is not None:
                 row = tx.execute("SELECT errors FROM jobs WHERE id = ?", (job_id,)).fetchone()
                 errors = [*json.loads(row[0]), {"id": "*", "error": error}][-MAX_ERRORS:]
@@ -258,6 +285,7 @@ class SqlLedger:
                 tx.execute("UPDATE job_docs SET doc = '' WHERE job_id = ? AND state != 0", (job_id,))
                 if status == "done":
                     tx.execute("DELETE FROM job_docs WHERE job_id = ?", (job_id,))
+        return True
 
     def pending(self, job_id: str) -> Iterator[tuple[str, Document]]:
         """(doc key, document) not yet done, in order, a page at a time (memory stays flat)."""
@@ -274,12 +302,17 @@ class SqlLedger:
                 yield key, _doc_from_json(json.loads(doc))
                 after = seq
 
-    def mark(self, job_id: str, results: Sequence[DocResult], chunks: int, seconds: float) -> None:
-        """Record one batch written by the pipeline: one transaction."""
+    def mark(
+        self, job_id: str, runner: str, results: Sequence[DocResult], chunks: int, seconds: float
+    ) -> bool:
+        """Record one batch written by the pipeline, in one transaction, while ``runner`` holds the
+        job; False (nothing recorded) when another runner has taken it over."""
         done = [(job_id, doc_key(r.tenant or "", r.id)) for r in results if r.status != "failed"]
         failed = [r for r in results if r.status == "failed"]
         counts = {s: sum(r.status == s for r in results) for s in ("created", "updated", "unchanged")}
         with self._tx() as tx:
+            if not self._held(tx, job_id, runner):
+                return False
             tx.executemany("UPDATE job_docs SET state = 1 WHERE job_id = ? AND doc_key = ?", done)
             tx.executemany(
                 "UPDATE job_docs SET state = 2 WHERE job_id = ? AND doc_key = ?",
@@ -306,6 +339,7 @@ class SqlLedger:
                     job_id,
                 ),
             )
+        return True
 
     def close(self) -> None:
         raise NotImplementedError

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from indexers.ingest.ledger import ADDED_COLUMNS, TABLES, SqlLedger
+from indexers.ingest.ledger import ADDED_COLUMNS, REQUEUE, TABLES, SqlLedger
 from indexers.sqlite import connect
 
 
@@ -22,6 +22,7 @@ class SqliteLedger(SqlLedger):
 
     NOW = "((julianday('now') - 2440587.5) * 86400.0)"
     LOCK = ""  # BEGIN IMMEDIATE holds the database's write lock for the whole claim
+    ROW_LOCK = ""
 
     def __init__(self, path: Path) -> None:
         super().__init__()
@@ -38,10 +39,11 @@ class SqliteLedger(SqlLedger):
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn
+                self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
                 raise
-            self._conn.execute("COMMIT")
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -50,7 +52,7 @@ class SqliteLedger(SqlLedger):
     def recover(self) -> None:
         """One server owns a data dir: a job it left running died with it, so queue it again now."""
         with self._tx() as tx:
-            tx.execute("UPDATE jobs SET status = 'queued', runner = NULL WHERE status = 'running'")
+            tx.execute(f"UPDATE jobs SET status = {REQUEUE}, runner = NULL WHERE status = 'running'")
 
     def close(self) -> None:
         with self._lock:
@@ -62,11 +64,13 @@ class PostgresLedger(SqlLedger):
 
     NOW = "EXTRACT(EPOCH FROM clock_timestamp())::double precision"
     LOCK = " FOR UPDATE SKIP LOCKED"
+    ROW_LOCK = " FOR UPDATE"
 
     def __init__(self, url: str) -> None:
         import psycopg  # only where PostgreSQL is configured
 
         super().__init__()
+        self._url = url
         self._conn = psycopg.connect(url, autocommit=True)
         with self._conn.transaction():
             # one creator at a time when replicas start together (CREATE … IF NOT EXISTS races)
@@ -75,14 +79,26 @@ class PostgresLedger(SqlLedger):
                 if statement.strip():
                     self._conn.execute(re.sub(r"--[^\n]*", "", statement))
 
+    def _connection(self) -> Any:
+        """The connection, opened again if the server dropped it (a restart, a failover): the call
+        that saw it fail raised; the next one reconnects. Call with the lock held."""
+        import psycopg
+
+        if self._conn.closed or self._conn.broken:
+            self._conn = psycopg.connect(self._url, autocommit=True)
+        return self._conn
+
     @contextlib.contextmanager
     def _tx(self) -> Iterator[Any]:
-        with self._lock, self._conn.transaction():
-            yield _Dollars(self._conn)
+        with self._lock:
+            conn = self._connection()
+            with conn.transaction():
+                yield _Dollars(conn)
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
-            return self._conn.execute(_dollars(sql), tuple(args)).fetchall()
+            rows: list[tuple[Any, ...]] = self._connection().execute(_dollars(sql), tuple(args)).fetchall()
+            return rows
 
     def close(self) -> None:
         with self._lock:

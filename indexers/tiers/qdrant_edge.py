@@ -275,8 +275,8 @@ class QdrantEdgeTier(ThreadedTier):
         if not chunks:
             return
         await super().upsert(chunks)
-        idle = self._background is None or self._background.done()
-        if idle and await self.run(self.shards.fresh_size) >= self._fresh_limit:
+        full = await self.run(self.shards.fresh_size) >= self._fresh_limit
+        if full and (self._background is None or self._background.done()):  # after the await
             self._background = asyncio.create_task(self.compact(merge=False))
 
     async def optimize(self) -> bool:

@@ -250,3 +250,18 @@ def test_job_events_stream_progress_then_the_finished_job(
         assert client.get("/v1/ingest/jobs/nope/events").status_code == 404
         listed = client.get("/v1/ingest/jobs").json()["jobs"]
         assert [j["job_id"] for j in listed] == [job_id]
+
+
+def test_a_file_that_cannot_be_stored_is_a_per_file_failure(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    files = [
+        ("files", ("x/y.txt", b"Inside a folder named x.", "text/plain")),
+        ("files", ("x", b"A file named like that folder.", "text/plain")),
+    ]
+    with TestClient(create_app(settings(tmp_path), embedder=embedder)) as client:
+        accepted = client.post("/v1/ingest/files", files=files)
+        assert accepted.status_code == 202, accepted.text
+        results = {f["name"]: f for f in accepted.json()["files"]}
+        assert results["x/y.txt"]["documents"] == 1
+        assert results["x"]["documents"] == 0 and "cannot store the file" in results["x"]["error"]

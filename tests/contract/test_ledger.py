@@ -124,7 +124,7 @@ def test_marks_count_outcomes_and_pending_resumes_after_them(open_ledger: Open) 
     job_id = ledger.submit("t", "auto", [Document(d.id, d.text, tenant="t") for d in docs("m", 5)])
     ledger.claim("r", lease_s=60)
     batch = [result("m0", "created"), result("m1", "unchanged"), result("m2", "failed", "no text")]
-    ledger.mark(job_id, batch, chunks=7, seconds=0.5)
+    assert ledger.mark(job_id, "r", batch, chunks=7, seconds=0.5)
     state = ledger.get(job_id)
     assert state is not None
     assert (state.done, state.failed, state.created_docs, state.unchanged_docs, state.chunks) == (
@@ -138,9 +138,42 @@ def test_marks_count_outcomes_and_pending_resumes_after_them(open_ledger: Open) 
     assert state.chunks_per_s == pytest.approx(14.0)
     assert [doc.id for _, doc in ledger.pending(job_id)] == ["m3", "m4"]
     assert [key for key, _ in ledger.pending(job_id)] == [doc_key("t", "m3"), doc_key("t", "m4")]
-    ledger.set_status(job_id, "done")
+    assert ledger.set_status(job_id, "done", runner="r")
     finished = ledger.get(job_id)
     assert finished is not None and finished.status == "done" and finished.eta_s == 0.0
+
+
+def test_a_runner_that_lost_its_lease_records_nothing(open_ledger: Open) -> None:
+    """Its in-flight batch and its final status are refused: the heir's record stands."""
+    ledger = open_ledger()
+    job_id = ledger.submit("t", "auto", [Document(d.id, d.text, tenant="t") for d in docs("l", 4)])
+    assert ledger.claim("old", lease_s=0.2) == job_id
+    time.sleep(0.5)
+    assert ledger.claim("heir", lease_s=60) == job_id
+    assert not ledger.mark(job_id, "old", [result("l0", "created")], chunks=1, seconds=0.1)
+    assert not ledger.set_status(job_id, "done", runner="old")
+    assert not ledger.set_status(job_id, "failed", "stale runner", runner="old")
+    state = ledger.get(job_id)
+    assert state is not None and (state.status, state.done, state.errors) == ("running", 0, [])
+    assert [doc.id for _, doc in ledger.pending(job_id)] == ["l0", "l1", "l2", "l3"]
+    assert ledger.mark(job_id, "heir", [result("l0", "created")], chunks=1, seconds=0.1)
+
+
+def test_a_cancelled_job_is_never_run_again(open_ledger: Open) -> None:
+    """Given back after a cancel, or left by a dead runner after one: it ends cancelled."""
+    ledger = open_ledger()
+    given_back = ledger.submit("t", "auto", docs("g", 1))
+    abandoned = ledger.submit("t", "auto", docs("a", 1))
+    assert ledger.claim("r1", lease_s=60) == given_back
+    assert ledger.claim("r2", lease_s=0.2) == abandoned
+    ledger.request_cancel(given_back)
+    ledger.request_cancel(abandoned)
+    ledger.release(given_back, "r1")  # a clean shutdown right after the cancel
+    time.sleep(0.5)  # r2 dies: its lease runs out
+    assert ledger.claim("r3", lease_s=60) is None
+    for job_id in (given_back, abandoned):
+        state = ledger.get(job_id)
+        assert state is not None and state.status == "cancelled"
 
 
 def test_a_ledger_reopened_keeps_every_acknowledged_job(open_ledger: Open) -> None:

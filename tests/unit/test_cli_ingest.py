@@ -10,18 +10,23 @@ import pytest
 import typer
 
 from rag_router.cli import ingest as cli_ingest
+from rag_router.client import ApiError, _document_path
 
 
 class FakeServer:
     """The Client calls `_ingest_there` makes, recorded; events end in a Ctrl-C when asked."""
 
-    def __init__(self, *, interrupt: bool = False) -> None:
+    def __init__(self, *, interrupt: bool = False, status: str = "done", refuse_upload: int = 0) -> None:
         self.uploads: list[list[str]] = []
         self.cancelled: list[str] = []
         self.followed: list[str] = []
         self.interrupt = interrupt
+        self.status = status
+        self.refuse_upload = refuse_upload  # the nth upload fails with a 413
 
     def upload(self, files: list[tuple[str, Path]], *, tier: str) -> dict[str, Any]:
+        if len(self.uploads) + 1 == self.refuse_upload:
+            raise ApiError(413, "payload_too_large", "request body over 268435456 bytes")
         self.uploads.append([name for name, _ in files])
         results = [{"name": name, "documents": 1, "error": None} for name, _ in files]
         return {"job_id": f"job{len(self.uploads)}", "files": results}
@@ -34,7 +39,7 @@ class FakeServer:
         if self.interrupt:
             raise KeyboardInterrupt
         done = {"done": 2, "failed": 0, "created": 2, "updated": 0, "unchanged": 0, "chunks": 4}
-        yield "done", {**done, "seconds": 1.0, "errors": [], "chunks_per_s": 4.0}
+        yield "done", {**done, "seconds": 1.0, "errors": [], "chunks_per_s": 4.0, "status": self.status}
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         self.cancelled.append(job_id)
@@ -81,3 +86,25 @@ def test_followed_jobs_add_up_to_what_the_upload_already_counted() -> None:
     cli_ingest.follow(server, ["job1", "job2"], summary)  # type: ignore[arg-type]
     assert (summary.documents, summary.failed, summary.created, summary.chunks_written) == (5, 1, 4, 8)
     assert summary.failures == [("bad.png", "unsupported")]
+
+
+def test_a_job_that_did_not_end_done_makes_the_command_fail(tmp_path: Path) -> None:
+    server = FakeServer(status="failed")
+    with pytest.raises(typer.Exit) as stopped:
+        cli_ingest._ingest_there(server, files(tmp_path, [60]), "auto", False, 100)  # type: ignore[arg-type]
+    assert stopped.value.exit_code == 1
+
+
+def test_an_upload_refused_midway_cancels_the_jobs_already_sent(tmp_path: Path) -> None:
+    server = FakeServer(refuse_upload=2)
+    with pytest.raises(typer.Exit) as stopped:
+        cli_ingest._ingest_there(server, files(tmp_path, [60, 60, 60]), "auto", False, 100)  # type: ignore[arg-type]
+    assert stopped.value.exit_code == 2 and server.cancelled == ["job1"]
+
+
+def test_document_ids_are_escaped_in_urls_and_dot_segments_refused() -> None:
+    assert _document_path("notes/Q&A #3.md") == "/v1/documents/notes/Q%26A%20%233.md"
+    assert _document_path("what?.md") == "/v1/documents/what%3F.md"
+    assert _document_path("数据/第1条") == "/v1/documents/%E6%95%B0%E6%8D%AE/%E7%AC%AC1%E6%9D%A1"
+    with pytest.raises(ApiError):
+        _document_path("a/../b.md")

@@ -99,10 +99,14 @@ async def _read_uploads(
             )
             continue
         path = folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("wb") as out:
-            while block := await upload.read(_COPY_CHUNK):
-                out.write(block)
+        try:
+            await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
+            with path.open("wb") as out:
+                while block := await upload.read(_COPY_CHUNK):
+                    await asyncio.to_thread(out.write, block)
+        except OSError as exc:  # a name too long, or one that is also a folder in this upload
+            results.append(FileResult(name=name, documents=0, error=f"cannot store the file: {exc.strerror}"))
+            continue
         read = await asyncio.to_thread(_load, path, folder, options)
         found = [d for d in read if isinstance(d, Document)]
         failures = [f for f in read if isinstance(f, LoadFailure)]
