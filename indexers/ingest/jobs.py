@@ -30,6 +30,8 @@ from indexers.records import Document
 
 log = logging.getLogger(__name__)
 
+CLOSE_WAIT_S = 30.0  # how long close() waits for the runner to stop
+
 
 @dataclass
 class _Running:
@@ -106,8 +108,11 @@ class JobRunner:
             if job_id is not None:
                 await self._run(job_id)
                 continue
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that lands as
+            # its timeout fires, and close() then waits for ever (seen under CPU load)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._poll_s)
+                async with asyncio.timeout(self._poll_s):
+                    await self._wake.wait()
             self._wake.clear()
 
     async def _retrying(self, call: Callable[[], object]) -> None:
@@ -188,8 +193,9 @@ class JobRunner:
         job_id = self._running.job_id if self._running is not None else None
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            done, _ = await asyncio.wait({self._task}, timeout=CLOSE_WAIT_S)
+            if not done:  # never expected; a stuck runner must not keep the tiers from closing
+                log.error("ingest jobs: the runner did not stop within %.0f s", CLOSE_WAIT_S)
             self._task = None
         if job_id is not None:
             try:
