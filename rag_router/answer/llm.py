@@ -200,8 +200,9 @@ class LLMClient:
             raise LLMUnavailable("LLM circuit breaker is open after repeated failures")
         started = time.monotonic()
         try:
-            left = _left(deadline)  # first: a coroutine made before it raises is never awaited
-            response = await asyncio.wait_for(self._connect(body, deadline), left)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel (a client gone)
+            async with asyncio.timeout(_left(deadline)):
+                response = await self._connect(body, deadline)
             async for delta in self._events(response, result, started, deadline):
                 yield delta
         except TimeoutError as exc:
@@ -265,8 +266,8 @@ class LLMClient:
         try:
             while True:
                 try:
-                    left = _left(deadline)
-                    line = await asyncio.wait_for(anext(lines), left)
+                    async with asyncio.timeout(_left(deadline)):
+                        line = await anext(lines)
                 except StopAsyncIteration:
                     break
                 if not line.startswith("data:"):
