@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from indexers.ingest.ledger import FINISHED, JobState, JobStatus, Ledger
+from indexers.ingest.ledger import JobState, JobStatus, Ledger
 from indexers.ingest.pipeline import DocResult, IngestReport, Pipeline, Placement
 from indexers.records import Document
 
@@ -203,6 +203,3 @@ class JobRunner:
             except Exception:  # its lease expires instead
                 log.exception("ingest job %s: giving it back failed", job_id)
         self.ledger.close()
-
-
-__all__ = ["FINISHED", "JobRunner", "JobState", "JobStatus"]

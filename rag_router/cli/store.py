@@ -46,14 +46,11 @@ def serve(
     host, port = host or settings.host, port or settings.port
     # The embedded engines are one process's: the server owns the data dir and says so. With both
     # tiers on servers, replicas may share it (behind a load balancer; RAG_JOBS__URL for the jobs).
-    owning = (
-        contextlib.nullcontext()
-        if shared_store(settings)
-        else holding(settings.data_dir, f"http://{host}:{port}")
-    )
-    owner = None if shared_store(settings) else current_owner(settings.data_dir)
+    shared = shared_store(settings)
+    owner = None if shared else current_owner(settings.data_dir)
     if owner is not None:
         fail(owner.describe(settings.data_dir))
+    owning = contextlib.nullcontext() if shared else holding(settings.data_dir, f"http://{host}:{port}")
     with owning:
         uvicorn.run(
             create_app(settings, freeze_gc=True),
