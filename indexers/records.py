@@ -30,6 +30,12 @@ FILTERABLE_FIELDS: frozenset[str] = KEYWORD_FIELDS | {"year", "date", "tags", "d
 
 Vector = npt.NDArray[np.float32]
 
+# Set by ingestion on every chunk: the fingerprint of the whole document it came from (text,
+# title, metadata, chunker settings). Not part of a chunk's own content hash: a chunk that did
+# not change inside a changed document is neither re-embedded nor re-written.
+DOC_HASH = "doc_hash"
+SYSTEM_METADATA = frozenset({"char_start", DOC_HASH})  # not the user's: hidden from a document's metadata
+
 
 def content_hash(*parts: str) -> str:
     """A short, stable fingerprint of text (used for ids and change detection)."""
@@ -106,7 +112,8 @@ class Chunk(_Dated):
 
     @property
     def content_hash(self) -> str:
-        return content_hash(self.title or "", self.text, repr(sorted(self.metadata.items())))
+        own = sorted((k, v) for k, v in self.metadata.items() if k != DOC_HASH)
+        return content_hash(self.title or "", self.text, repr(own))
 
     @property
     def embed_text(self) -> str:

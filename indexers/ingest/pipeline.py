@@ -3,8 +3,9 @@
 Three stages run at once, joined by bounded queues (back-pressure: a slow embedder stalls
 reading, so memory stays flat whatever the corpus size):
 
-1. **plan** (worker thread): pull documents from the iterator, chunk them, until a batch
-   holds ``batch_chunks`` chunks; then compare with what the tiers hold.
+1. **plan**: pull documents from the iterator (worker thread) until a batch holds about
+   ``batch_chunks`` chunks of text; compare their fingerprints with what the tiers hold and
+   chunk only the documents that changed (``indexers.ingest.prepare``).
 2. **embed**: chunks not stored unchanged are looked up in the embedding cache; the misses
    go to the embedder in one call (it sorts them by length into token-bounded batches).
 3. **write**: upsert into the target tier, delete stale chunks (a changed document's
@@ -20,7 +21,6 @@ be written before it compares, so two versions in one run never leave a stale ch
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import datetime as dt
 import logging
 import time
@@ -33,15 +33,15 @@ import numpy as np
 from indexers.embed.cache import EmbeddingCache
 from indexers.embed.embedder import AsyncEmbedder
 from indexers.ingest.load import LoadFailure
-from indexers.records import Chunk, Document, EmbeddedChunk, StoredChunk, TierName
+from indexers.ingest.prepare import Status, chunk_documents, diff, document_hash, unchanged, with_structure
+from indexers.records import DOC_HASH, Chunk, Document, EmbeddedChunk, StoredChunk, TierName
 from indexers.text.chunk import Chunker
-from indexers.text.structure import heading_metadata
 from indexers.tiers.base import StoreTier
 
 log = logging.getLogger(__name__)
 
 Placement = Literal["auto", "hot", "cold"]
-Status = Literal["created", "updated", "unchanged", "failed"]
+Held = tuple[str, str | None]  # a stored chunk's content hash and its document's hash
 Placer = Callable[[Document], TierName]
 Key = tuple[str, str]  # (tenant, document id)
 MAX_FAILURES_KEPT = 1000
@@ -232,9 +232,9 @@ class Pipeline:
 
     def _read_batch(
         self, documents: Iterator[Document | LoadFailure], placement: Placement | Placer
-    ) -> tuple[list[tuple[Document, TierName, list[Chunk]]], list[DocResult]] | None:
-        """Read documents until they hold about ``batch_chunks`` chunks of text, then chunk them
-        together (one tokenizer call for all their sentences). Runs in a worker thread."""
+    ) -> tuple[list[tuple[Document, TierName, str]], list[DocResult]] | None:
+        """Read documents until they hold about ``batch_chunks`` chunks of text; place and
+        fingerprint each. Runs in a worker thread."""
         latest: dict[Key, Document] = {}
         failures: list[DocResult] = []
         size, read = 0, 0
@@ -243,7 +243,7 @@ class Pipeline:
             if isinstance(item, LoadFailure):
                 failures.append(DocResult(item.source, "failed", error=item.reason))
             else:
-                doc = _with_structure(item)
+                doc = with_structure(item)
                 latest.pop((doc.tenant, doc.id), None)  # the last copy of an id wins
                 latest[(doc.tenant, doc.id)] = doc
                 size += len(doc.text) + len(doc.title or "")
@@ -251,34 +251,40 @@ class Pipeline:
                 break
         if read == 0:
             return None
-        docs = list(latest.values())
         today = self._today()
-        planned = [
-            (doc, place(doc, placement, self._hot_window_days, today), chunks)
-            for doc, chunks in zip(docs, self._chunker.chunk_many(docs), strict=True)
-        ]
+        planned = []
+        for doc in latest.values():
+            tier = place(doc, placement, self._hot_window_days, today)
+            planned.append((doc, tier, document_hash(doc, tier, self._chunker)))
         return planned, failures
 
-    async def _diff(
-        self, planned: list[tuple[Document, TierName, list[Chunk]]], failures: list[DocResult]
-    ) -> _Batch:
+    async def _diff(self, planned: list[tuple[Document, TierName, str]], failures: list[DocResult]) -> _Batch:
+        """Unchanged documents (same fingerprint on every stored chunk) are not even chunked;
+        the others are chunked together (one tokenizer call) and compared chunk by chunk."""
         existing = await self._existing([doc for doc, _, _ in planned])
         batch = _Batch(results=list(failures), keys=set(), to_embed=[], stale=[])
-        for doc, tier, chunks in planned:
+        todo = [
+            (doc, h)
+            for doc, tier, h in planned
+            if not unchanged(existing.get((doc.tenant, doc.id), {}), tier, h)
+        ]
+        chunked = iter(await asyncio.to_thread(chunk_documents, self._chunker, todo))
+        for doc, tier, doc_hash in planned:  # results in the documents' order
             stored = existing.get((doc.tenant, doc.id), {})
-            fresh = [c for c in chunks if stored.get((tier, c.chunk_id)) != c.content_hash]
-            keep = {(tier, c.chunk_id) for c in chunks}
-            gone = [(t, doc.tenant, cid) for (t, cid) in stored if (t, cid) not in keep]
-            batch.to_embed.extend((tier, c) for c in fresh)
-            batch.stale.extend(gone)
             batch.keys.add((doc.tenant, doc.id))
-            status: Status = "created" if not stored else ("updated" if fresh or gone else "unchanged")
-            batch.results.append(DocResult(doc.id, status, len(chunks), tier, tenant=doc.tenant))
+            if unchanged(stored, tier, doc_hash):
+                batch.results.append(DocResult(doc.id, "unchanged", len(stored), tier, tenant=doc.tenant))
+                continue
+            chunks = next(chunked)
+            found = diff(tier, chunks, stored)
+            batch.to_embed.extend((tier, c) for c in found.fresh)
+            batch.stale.extend((t, doc.tenant, cid) for t, cid in found.stale)
+            batch.results.append(DocResult(doc.id, found.status, len(chunks), tier, tenant=doc.tenant))
         return batch
 
-    async def _existing(self, docs: Sequence[Document]) -> dict[Key, dict[tuple[TierName, str], str]]:
-        """(tenant, doc id) → {(tier, chunk id): content hash} over every tier."""
-        out: dict[Key, dict[tuple[TierName, str], str]] = {}
+    async def _existing(self, docs: Sequence[Document]) -> dict[Key, dict[tuple[TierName, str], Held]]:
+        """(tenant, doc id) → {(tier, chunk id): (content hash, document hash)} over every tier."""
+        out: dict[Key, dict[tuple[TierName, str], Held]] = {}
         by_tenant: dict[str, list[str]] = {}
         for doc in docs:
             by_tenant.setdefault(doc.tenant, []).append(doc.id)
@@ -286,7 +292,8 @@ class Pipeline:
             for name, tier in self._tiers.items():
                 stored: list[StoredChunk] = await tier.fetch(tenant, ids)
                 for chunk in stored:
-                    out.setdefault((tenant, chunk.doc_id), {})[(name, chunk.chunk_id)] = chunk.content_hash
+                    held = (chunk.content_hash, chunk.metadata.get(DOC_HASH))
+                    out.setdefault((tenant, chunk.doc_id), {})[(name, chunk.chunk_id)] = held
         return out
 
     # stage 2: embed ---------------------------------------------------------------------------
@@ -345,12 +352,3 @@ class Pipeline:
             groups.setdefault((tier, tenant), []).append(chunk_id)
         for (tier, tenant), ids in groups.items():
             await self._tiers[tier].delete(tenant, ids)
-
-
-def _with_structure(doc: Document) -> Document:
-    """Add article/section/chapter from the document's title when its metadata lacks them.
-
-    Headings inside the text are the chunker's business (each chunk gets its section's).
-    """
-    found = heading_metadata(doc.title, "", doc.metadata)
-    return dataclasses.replace(doc, metadata={**doc.metadata, **found}) if found else doc

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from indexers.records import StoredChunk, TierName
+from indexers.records import SYSTEM_METADATA, StoredChunk, TierName
 from indexers.text.chunk import rebuild
 from rag_router.api.deps import ERROR_RESPONSES, Svc, Tenant, documents_of
 from rag_router.api.schemas import ChunkOut, DocumentOut, DocumentResult, DocumentsRequest, DocumentsResponse
@@ -53,7 +53,7 @@ async def get_document(doc_id: str, svc: Svc, tenant: Tenant) -> DocumentOut:
         id=doc_id,
         title=first.title,
         text=rebuild([(c.text, c.metadata.get("char_start")) for c in own]),
-        metadata={k: v for k, v in first.metadata.items() if k != "char_start"},
+        metadata={k: v for k, v in first.metadata.items() if k not in SYSTEM_METADATA},
         tiers=sorted({t for t, _ in found}),
         chunks=[
             ChunkOut(chunk_id=c.chunk_id, tier=t, text=c.text, metadata=dict(c.metadata)) for t, c in found
