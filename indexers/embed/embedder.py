@@ -11,6 +11,7 @@ import copy
 import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -167,6 +168,34 @@ def token_batches(lengths: Sequence[int], *, max_batch: int, max_tokens: int) ->
         yield batch
 
 
+@dataclass(frozen=True, slots=True)
+class Tokenizers:
+    """An embedder's tokenizers: truncating (the model's input) and counting (the chunker's)."""
+
+    tokenizer: Any
+    counter: Any
+    max_len: int
+    passage_prefix: str = ""
+
+    def passages(self, texts: Sequence[str]) -> list[list[int]]:
+        """What ``embed`` feeds the model for these passages."""
+        return self.ids([self._prefixed(t) for t in texts])
+
+    def _prefixed(self, text: str) -> str:
+        return self.passage_prefix + text
+
+    def ids(self, texts: Sequence[str]) -> list[list[int]]:
+        if not texts:
+            return []
+        out: list[list[int]] = self.tokenizer(list(texts), truncation=True, max_length=self.max_len)[
+            "input_ids"
+        ]
+        return out
+
+    def count(self, texts: Sequence[str]) -> list[int]:
+        return count_tokens(self.counter, texts) if texts else []
+
+
 class PassEmbedder:
     """What both embedders share: token counting, and ``embed`` as length-sorted passes.
 
@@ -214,15 +243,19 @@ class PassEmbedder:
         return self._embed([self._query_prefix + t for t in texts] if self._query_prefix else texts)
 
     def _embed(self, texts: Sequence[str]) -> Vector:
-        out = np.zeros((len(texts), self._dim), dtype=np.float32)
-        if not texts:
-            return out
-        ids: list[list[int]] = self._tokenizer(list(texts), truncation=True, max_length=self._max_len)[
-            "input_ids"
-        ]
+        return self.embed_ids(self.tokenizers().ids(texts))
+
+    def tokenizers(self) -> Tokenizers:
+        """This embedder's tokenization, picklable: other processes count and tokenize exactly
+        as it does (the Ray engine's CPU workers), and hand the ids to ``embed_ids``."""
+        return Tokenizers(self._tokenizer, self._counter, self._max_len, self._passage_prefix)
+
+    def embed_ids(self, ids: Sequence[Sequence[int]]) -> Vector:
+        """Vectors of tokenized passages, in length-sorted passes bounded by count and tokens."""
+        out = np.zeros((len(ids), self._dim), dtype=np.float32)
         lengths = [len(i) for i in ids]
         for batch in token_batches(lengths, max_batch=self._max_batch, max_tokens=self._max_batch_tokens):
-            out[batch] = self._forward([ids[i] for i in batch])
+            out[batch] = self._forward([list(ids[i]) for i in batch])
         return out
 
     def _forward(self, rows: list[list[int]]) -> Vector:

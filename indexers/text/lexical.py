@@ -17,6 +17,7 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 import Stemmer
 from stop_words import get_stop_words
@@ -42,6 +43,10 @@ class Analyzer:
         self._stem = stem
         self._stopwords = _english_stopwords() if stopwords else frozenset()
         self._local = threading.local()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled by its settings (the Ray engine's workers analyse as the owner does)."""
+        return (_analyzer, (self._stem, bool(self._stopwords)))
 
     def _stemmer(self) -> Stemmer.Stemmer:
         stemmer = getattr(self._local, "stemmer", None)
@@ -70,6 +75,10 @@ class Analyzer:
     def query_terms(self, text: str) -> list[str]:
         """Unique terms in first-seen order (the query side scores each term once)."""
         return list(dict.fromkeys(self.terms(text)))
+
+
+def _analyzer(stem: bool, stopwords: bool) -> Analyzer:
+    return Analyzer(stem=stem, stopwords=stopwords)
 
 
 def cjk_terms(run: str) -> list[str]:

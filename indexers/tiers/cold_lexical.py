@@ -29,6 +29,11 @@ class LexicalIndex:
         self.writer = self.index.writer(heap_size=64_000_000, num_threads=1)
         self.watermark_file = path / "watermark"
 
+    def reopen_writer(self, *, threads: int, heap_mb: int) -> None:
+        """A writer with more indexing threads and memory (bulk loads) or back to one."""
+        self.writer.wait_merging_threads()
+        self.writer = self.index.writer(heap_size=heap_mb * 1_000_000, num_threads=threads)
+
     def watermark(self) -> int:
         try:
             return int(self.watermark_file.read_text())
@@ -36,6 +41,11 @@ class LexicalIndex:
             return 0
 
     def apply(self, rows: Sequence[tuple[Any, ...]], deleted: Sequence[int], version: int) -> None:
+        self.add(rows, deleted)
+        self.commit(version)
+
+    def add(self, rows: Sequence[tuple[Any, ...]], deleted: Sequence[int]) -> None:
+        """Queue changes (tantivy's threads index them); visible and durable at ``commit``."""
         for seq in deleted:
             self.writer.delete_documents_by_term("seq", seq)
         for seq, tenant, terms, year, day, kws in rows:
@@ -46,6 +56,8 @@ class LexicalIndex:
             if day is not None:
                 doc.add_integer("day", day)
             self.writer.add_document(doc)
+
+    def commit(self, version: int) -> None:
         self.writer.commit()
         self.index.reload()
         write_atomic(self.watermark_file, str(version))

@@ -31,7 +31,8 @@ from indexers.records import EmbeddedChunk, StoredChunk, Vector, chunk_key
 from indexers.text.lexical import Analyzer
 from indexers.tiers.base import DatedDocument, LegResults
 from indexers.tiers.cold_lexical import LexicalIndex
-from indexers.tiers.cold_store import ROW_COLUMNS, Store, day_number, filter_sql
+from indexers.tiers.cold_segment import COLUMNS, ColdLookup, adopt, row_of
+from indexers.tiers.cold_store import ROW_COLUMNS, Store, filter_sql
 from indexers.tiers.cold_vectors import VectorIndex
 from indexers.tiers.query import Filters, HitRef, LegHit, SearchQuery
 from indexers.tiers.threaded import ThreadedTier
@@ -51,6 +52,7 @@ class LocalCold:
         self._lexical: LexicalIndex | None = None
         self._vectors: VectorIndex | None = None
         self._open_lock = threading.Lock()
+        self._bulk = False
 
     @property
     def engine(self) -> str:
@@ -88,18 +90,22 @@ class LocalCold:
         vectors.save(version)
         lex_mark = lexical.watermark()
         if lex_mark < version:
-            rows = conn.execute(
-                "SELECT seq, tenant, terms, year, day, "
-                "(SELECT json_group_array(kw) FROM chunk_kw k WHERE k.seq = c.seq) "
-                "FROM chunks c WHERE version > ?",
-                (lex_mark,),
-            ).fetchall()
-            rows = [(*r[:5], json.loads(r[5])) for r in rows]
+            rows = self._lexical_rows(conn, "version > ?", lex_mark)
             deleted = [
                 r[0] for r in conn.execute("SELECT seq FROM tombstones WHERE version > ?", (lex_mark,))
             ]
             lexical.apply(rows, deleted, version)
             log.info("cold tier: tantivy caught up %d changes, %d deletions", len(rows), len(deleted))
+
+    @staticmethod
+    def _lexical_rows(conn: sqlite3.Connection, where: str, arg: int) -> list[tuple[Any, ...]]:
+        rows = conn.execute(
+            "SELECT seq, tenant, terms, year, day, "
+            "(SELECT json_group_array(kw) FROM chunk_kw k WHERE k.seq = c.seq) "
+            f"FROM chunks c WHERE {where}",
+            (arg,),
+        ).fetchall()
+        return [(*r[:5], json.loads(r[5])) for r in rows]
 
     def _all_vectors(self, conn: sqlite3.Connection) -> tuple[np.ndarray[Any, Any], Vector]:
         rows = conn.execute("SELECT seq, vector FROM chunks ORDER BY seq").fetchall()
@@ -130,38 +136,70 @@ class LocalCold:
             vectors.apply(seqs, np.stack([i.vector for i in items]).astype(np.float32), [])
 
     def _write_row(self, conn: sqlite3.Connection, item: EmbeddedChunk, version: int) -> tuple[Any, ...]:
-        c = item.chunk
-        terms = " ".join(self._analyzer.terms(c.embed_text))
-        day = day_number(c.date) if c.date else None
-        vector = np.ascontiguousarray(item.vector, dtype=np.float32).tobytes()
+        row = row_of(item, self._analyzer)
         (seq,) = conn.execute(
-            "INSERT INTO chunks (tenant, chunk_id, doc_id, n, text, title, metadata, content_hash, "
-            "year, day, terms, vector, version) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) "
+            f"INSERT INTO chunks ({COLUMNS}, version) VALUES ({','.join('?' * 13)}) "
             "ON CONFLICT (tenant, chunk_id) DO UPDATE SET doc_id=excluded.doc_id, n=excluded.n, "
             "text=excluded.text, title=excluded.title, metadata=excluded.metadata, "
             "content_hash=excluded.content_hash, year=excluded.year, day=excluded.day, "
             "terms=excluded.terms, vector=excluded.vector, version=excluded.version RETURNING seq",
-            (
-                c.tenant,
-                c.chunk_id,
-                c.doc_id,
-                c.n,
-                c.text,
-                c.title,
-                json.dumps(dict(c.metadata)),
-                c.content_hash,
-                c.year,
-                day,
-                terms,
-                vector,
-                version,
-            ),
+            (*row, version),
         ).fetchone()
-        kws = c.keywords()
+        kws = item.chunk.keywords()
         conn.execute("DELETE FROM chunk_kw WHERE seq = ?", (seq,))
         conn.executemany("INSERT INTO chunk_kw (kw, seq) VALUES (?, ?)", [(k, seq) for k in kws])
         conn.execute("DELETE FROM tombstones WHERE seq = ?", (seq,))
-        return (seq, c.tenant, terms, c.year, day, kws)
+        tenant, year, day, terms = row[0], row[8], row[9], row[10]
+        return (seq, tenant, terms, year, day, kws)
+
+    # bulk loads: segments built elsewhere, adopted here ---------------------------------
+
+    def lookup(self) -> ColdLookup:
+        """Reads of stored hashes for other processes (the Ray engine's workers)."""
+        return ColdLookup(self._path / "cold.sqlite")
+
+    def bulk_begin(self, *, threads: int = 4, heap_mb: int = 512) -> None:
+        """Until ``bulk_end``: tantivy indexes with ``threads`` and commits on ``bulk_commit``,
+        FAISS is brought up to date once at the end (searches meanwhile miss the new vectors)."""
+        store, lexical, _ = self._parts()
+        with store.write_lock:
+            lexical.reopen_writer(threads=threads, heap_mb=heap_mb)
+            self._bulk = True
+
+    def adopt(self, segment: Path) -> int:
+        """Copy a worker-built segment into the tier in one transaction; returns its rows."""
+        store, lexical, vectors = self._parts()
+        with store.write_lock:
+            conn = store.writer
+            conn.execute("ATTACH DATABASE ? AS seg", (str(segment),))
+            try:
+                with store.transaction():
+                    version = store.next_version(conn)
+                    n = adopt(conn, version)
+            finally:
+                conn.execute("DETACH DATABASE seg")
+            rows = self._lexical_rows(store.reader(), "version = ?", version)
+            lexical.add(rows, [])
+            if not self._bulk:
+                lexical.commit(version)
+                vectors.apply(*self._changes_vectors(store.reader(), version - 1)[:2], [])
+        return n
+
+    def bulk_commit(self) -> None:
+        """Make what was adopted so far searchable by terms and durable in tantivy."""
+        store, lexical, _ = self._parts()
+        with store.write_lock:
+            lexical.commit(store.version())
+
+    def bulk_end(self) -> None:
+        """Commit tantivy, bring FAISS up to date (a rebuild when the kind of index changes)."""
+        store, lexical, vectors = self._parts()
+        with store.write_lock:
+            lexical.commit(store.version())
+            lexical.reopen_writer(threads=1, heap_mb=64)
+            self._bulk = False
+            vectors.load()
+            self._catch_up(store, lexical, vectors)
 
     def delete(self, tenant: str, chunk_ids: Sequence[str]) -> None:
         store, lexical, vectors = self._parts()

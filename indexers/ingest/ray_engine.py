@@ -1,0 +1,238 @@
+"""The Ray engine: the ingest flow spread over every core and GPU of a Ray cluster (Ray Data).
+
+    units ─ prepare (CPU tasks) ─ embed (actor pool: one per GPU, or CPU actors) ─ build (CPU tasks) ─ owner
+
+* **units**: the input cut into pieces of about ``unit_mb`` (line-aligned byte ranges of a JSONL
+  file, groups of one-document files); a gzip file is one unit.
+* **prepare** (``prepare_units``): load, fingerprint and place each document; read what the tiers
+  hold of it where a worker can (the embedded cold tier's SQLite, read-only); skip unchanged
+  documents without chunking them; chunk and compare the others (``indexers.ingest.prepare``, the
+  in-process pipeline's own functions); tokenize the chunks to embed.
+* **embed** (``EmbedActor``): token ids → vectors; large length-sorted batches; fp16 on a GPU.
+* **build** (``build_segments``): the cold tier's rows written into a segment file per block.
+* **owner** (this process, ``RayPipeline``): adopts each segment in one transaction, upserts the
+  hot tier's chunks, deletes stale chunks, and acknowledges documents once tantivy has
+  committed them (every ``commit_chunks``); FAISS is brought up to date once at the end.
+
+A document is acknowledged only when durable, so after a kill (driver or worker) a re-run finds
+acknowledged documents unchanged and finishes the rest; an unadopted segment is deleted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from indexers.embed.embedder import PassEmbedder, Tokenizers
+from indexers.ingest.load import LoadFailure, LoadOptions, iter_files, load_any, parse_record
+from indexers.ingest.pipeline import DocResult, Placement, place
+from indexers.ingest.prepare import Diff, chunk_documents, diff, document_hash, unchanged, with_structure
+from indexers.records import Chunk, Document, EmbeddedChunk, TierName
+from indexers.text.chunk import Chunker
+from indexers.text.lexical import Analyzer
+from indexers.tiers.cold_segment import ColdLookup, write_segment
+
+log = logging.getLogger(__name__)
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """A piece of the input: ``path``'s bytes [start, end) (end -1: to the end), or files."""
+
+    path: str = ""
+    root: str = ""
+    start: int = 0
+    end: int = -1
+    files: tuple[tuple[str, str], ...] = ()
+
+
+def plan_units(paths: Iterable[Path], options: LoadOptions, unit_bytes: int) -> list[Unit]:
+    units: list[Unit] = []
+    group: list[tuple[str, str]] = []
+    size = 0
+    for path, root in iter_files(paths, options):
+        name = path.name.lower()
+        if name.endswith((".jsonl", ".ndjson")):
+            total = path.stat().st_size
+            units += [
+                Unit(str(path), str(root), s, min(s + unit_bytes, total))
+                for s in range(0, max(total, 1), unit_bytes)
+            ]
+        elif name.endswith(".gz"):
+            units.append(Unit(str(path), str(root)))
+        else:
+            group.append((str(path), str(root)))
+            size += path.stat().st_size
+            if size >= unit_bytes:
+                units.append(Unit(files=tuple(group)))
+                group, size = [], 0
+    if group:
+        units.append(Unit(files=tuple(group)))
+    return units
+
+
+def read_unit(unit: Unit, options: LoadOptions) -> Iterator[Document | LoadFailure]:
+    for path, root in unit.files:
+        yield from load_any(Path(path), Path(root), options)
+    if not unit.path:
+        return
+    if unit.end < 0:
+        yield from load_any(Path(unit.path), Path(unit.root), options)
+        return
+    with Path(unit.path).open("rb") as f:  # lines that start inside [start, end)
+        if unit.start > 0:
+            f.seek(unit.start - 1)
+            f.readline()  # the line under way at ``start`` belongs to the unit before
+        while f.tell() < unit.end:
+            at = f.tell()
+            line = f.readline()
+            if not line:
+                break
+            if len(line) > options.max_bytes:
+                yield LoadFailure(f"{unit.path}@{at}", "line over the size limit")
+            elif line.strip():
+                try:
+                    yield parse_record(
+                        line.decode("utf-8"), f"{unit.path}@{at}", options.tenant, options.fields
+                    )
+                except UnicodeDecodeError as exc:
+                    yield LoadFailure(f"{unit.path}@{at}", f"cannot read: {exc}")
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    """Everything a prepare task needs (pickled once per task)."""
+
+    options: LoadOptions
+    tokenizers: Tokenizers
+    max_tokens: int
+    overlap_tokens: int
+    placement: Placement
+    hot_window_days: int
+    today: dt.date
+    lookups: Mapping[TierName, ColdLookup]  # tiers a worker can read
+
+    def chunker(self) -> Chunker:
+        return Chunker(self.tokenizers.count, max_tokens=self.max_tokens, overlap_tokens=self.overlap_tokens)
+
+
+def prepare_units(batch: dict[str, Any], spec: Spec) -> dict[str, Any]:
+    """Ray Data batch of units → one row per unit: results, chunks to embed, their token ids."""
+    out: dict[str, list[Any]] = {k: [] for k in ("results", "chunks", "ids", "stale", "check", "busy")}
+    for unit in batch["unit"]:
+        began = time.perf_counter()
+        row = _prepare(unit, spec)
+        row["busy"] = {"prepare": time.perf_counter() - began}
+        for k in out:
+            out[k].append(row[k])
+    return {k: _objects(v) for k, v in out.items()}
+
+
+def _objects(values: list[Any]) -> np.ndarray[Any, Any]:
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
+    return arr
+
+
+def _prepare(unit: Unit, spec: Spec) -> Row:
+    latest: dict[tuple[str, str], Document] = {}
+    results: list[DocResult] = []
+    for item in read_unit(unit, spec.options):
+        if isinstance(item, LoadFailure):
+            results.append(DocResult(item.source, "failed", error=item.reason))
+        else:
+            doc = with_structure(item)
+            latest.pop((doc.tenant, doc.id), None)
+            latest[(doc.tenant, doc.id)] = doc
+    chunker = spec.chunker()
+    planned = []
+    for doc in latest.values():
+        tier = place(doc, spec.placement, spec.hot_window_days, spec.today)
+        planned.append((doc, tier, document_hash(doc, tier, chunker)))
+    stored = _stored(planned, spec.lookups)
+    todo = [(d, h) for d, t, h in planned if not unchanged(stored.get((d.tenant, d.id), {}), t, h)]
+    chunked = iter(chunk_documents(chunker, todo))
+    fresh: list[tuple[TierName, Chunk]] = []
+    stale: list[tuple[TierName, str, str]] = []
+    check: list[tuple[str, str, TierName, list[str]]] = []  # for tiers no worker can read
+    for doc, tier, doc_hash in planned:
+        held = stored.get((doc.tenant, doc.id), {})
+        if unchanged(held, tier, doc_hash):
+            results.append(DocResult(doc.id, "unchanged", len(held), tier, tenant=doc.tenant))
+            check.append((doc.tenant, doc.id, tier, []))
+            continue
+        chunks = next(chunked)
+        found: Diff = diff(tier, chunks, held)
+        fresh += [(tier, c) for c in found.fresh]
+        stale += [(t, doc.tenant, cid) for t, cid in found.stale]
+        results.append(DocResult(doc.id, found.status, len(chunks), tier, tenant=doc.tenant))
+        check.append((doc.tenant, doc.id, tier, [c.chunk_id for c in chunks]))
+    ids = spec.tokenizers.passages([c.embed_text for _, c in fresh])
+    return {"results": results, "chunks": fresh, "ids": ids, "stale": stale, "check": check}
+
+
+def _stored(
+    planned: Sequence[tuple[Document, TierName, str]], lookups: Mapping[TierName, ColdLookup]
+) -> dict[tuple[str, str], dict[tuple[TierName, str], tuple[str, str | None]]]:
+    out: dict[tuple[str, str], dict[tuple[TierName, str], tuple[str, str | None]]] = {}
+    by_tenant: dict[str, list[str]] = {}
+    for doc, _, _ in planned:
+        by_tenant.setdefault(doc.tenant, []).append(doc.id)
+    for tenant, ids in by_tenant.items():
+        for name, lookup in lookups.items():
+            for doc_id, chunks in lookup.hashes(tenant, ids).items():
+                held = out.setdefault((tenant, doc_id), {})
+                held.update({(name, cid): h for cid, h in chunks.items()})
+    return out
+
+
+class EmbedActor:
+    """One per GPU (or a few on CPU): token ids → vectors, for every row of a batch at once."""
+
+    def __init__(self, make_embedder: Callable[[], PassEmbedder], threads: int | None = None) -> None:
+        if threads:  # Ray sets OMP_NUM_THREADS=1 in workers: a CPU actor takes the cores it is given
+            import torch
+
+            torch.set_num_threads(threads)
+        self.embedder = make_embedder()
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
+        began = time.perf_counter()
+        rows = list(batch["ids"])
+        flat = [ids for row in rows for ids in row]
+        vectors = self.embedder.embed_ids(flat) if flat else np.zeros((0, 1), dtype=np.float32)
+        out, at = [], 0
+        for row in rows:
+            out.append(vectors[at : at + len(row)])
+            at += len(row)
+        share = (time.perf_counter() - began) / max(len(rows), 1)
+        busy = [{**b, "embed": share} for b in batch["busy"]]
+        keep = {k: v for k, v in batch.items() if k not in ("ids", "busy")}
+        return {**keep, "vectors": _objects(out), "busy": _objects(busy)}
+
+
+def build_segments(batch: dict[str, Any], folder: str, analyzer: Analyzer) -> dict[str, Any]:
+    """The cold tier's chunks of each row into one segment file; the hot tier's stay in the row."""
+    segments, rest, busy = [], [], []
+    for chunks, vectors, spent in zip(batch["chunks"], batch["vectors"], batch["busy"], strict=True):
+        began = time.perf_counter()
+        cold = [EmbeddedChunk(c, v) for (t, c), v in zip(chunks, vectors, strict=True) if t == "cold"]
+        hot = [(t, EmbeddedChunk(c, v)) for (t, c), v in zip(chunks, vectors, strict=True) if t != "cold"]
+        path = ""
+        if cold:
+            path = str(Path(folder) / f"{uuid.uuid4().hex}.segment")
+            write_segment(Path(path), cold, analyzer)
+        segments.append((path, len(cold)))
+        rest.append(hot)
+        busy.append({**spent, "build": time.perf_counter() - began})
+    keep = {k: v for k, v in batch.items() if k not in ("chunks", "vectors", "busy")}
+    return {**keep, "segment": _objects(segments), "hot": _objects(rest), "busy": _objects(busy)}

@@ -1,0 +1,117 @@
+"""Bulk loads into the embedded cold tier: segments built by workers, adopted by the owner.
+
+A worker (a Ray task, any process) writes a batch of embedded chunks into a **segment**: a plain
+SQLite file holding the rows exactly as the tier stores them (analysed terms, keywords, vector
+bytes), with no indexes and no journal, so building one costs a few microseconds a row and runs
+on every core at once. The tier's owner then **adopts** the segment: one transaction copies its
+rows into ``chunks`` (an upsert by ``(tenant, chunk_id)``, inside SQLite's C code) with a new
+version, so a segment is either wholly in the tier or not at all. tantivy and FAISS follow from
+the rows by version, as for any other write.
+
+``ColdLookup`` is the other half of a parallel load: workers read what the tier holds of their
+documents (content and document hashes) straight from its SQLite file, in read-only mode, so
+the comparison that decides what to embed runs beside the owner instead of inside it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from indexers.records import DOC_HASH, EmbeddedChunk
+from indexers.text.lexical import Analyzer
+from indexers.tiers.cold_store import day_number
+
+COLUMNS = "tenant, chunk_id, doc_id, n, text, title, metadata, content_hash, year, day, terms, vector"
+_SEGMENT_SCHEMA = f"CREATE TABLE chunks ({COLUMNS}); CREATE TABLE kw (tenant, chunk_id, kw);"
+
+
+def row_of(item: EmbeddedChunk, analyzer: Analyzer) -> tuple[Any, ...]:
+    """A chunk as the cold tier stores it (``COLUMNS``, in order)."""
+    c = item.chunk
+    return (
+        c.tenant,
+        c.chunk_id,
+        c.doc_id,
+        c.n,
+        c.text,
+        c.title,
+        json.dumps(dict(c.metadata)),
+        c.content_hash,
+        c.year,
+        day_number(c.date) if c.date else None,
+        " ".join(analyzer.terms(c.embed_text)),
+        np.ascontiguousarray(item.vector, dtype=np.float32).tobytes(),
+    )
+
+
+def write_segment(path: Path, items: Sequence[EmbeddedChunk], analyzer: Analyzer) -> int:
+    """Write ``items`` as a segment at ``path`` (built under a temporary name, then renamed)."""
+    tmp = path.with_name(path.name + ".part")
+    tmp.unlink(missing_ok=True)
+    conn = sqlite3.connect(tmp)
+    try:
+        conn.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + _SEGMENT_SCHEMA)
+        rows = [row_of(i, analyzer) for i in items]
+        conn.executemany(f"INSERT INTO chunks VALUES ({','.join('?' * 12)})", rows)
+        conn.executemany(
+            "INSERT INTO kw VALUES (?,?,?)",
+            [(i.chunk.tenant, i.chunk.chunk_id, kw) for i in items for kw in i.chunk.keywords()],
+        )
+        conn.commit()
+    finally:
+        conn.close()
+    tmp.replace(path)
+    return len(items)
+
+
+def adopt(conn: sqlite3.Connection, version: int) -> int:
+    """Copy the attached segment ``seg`` into the tier, inside the caller's transaction."""
+    conn.execute(
+        f"INSERT INTO chunks ({COLUMNS}, version) SELECT {COLUMNS}, ? FROM seg.chunks WHERE true "
+        "ON CONFLICT (tenant, chunk_id) DO UPDATE SET doc_id=excluded.doc_id, n=excluded.n, "
+        "text=excluded.text, title=excluded.title, metadata=excluded.metadata, "
+        "content_hash=excluded.content_hash, year=excluded.year, day=excluded.day, "
+        "terms=excluded.terms, vector=excluded.vector, version=excluded.version",
+        (version,),
+    )
+    conn.execute("DELETE FROM chunk_kw WHERE seq IN (SELECT seq FROM chunks WHERE version = ?)", (version,))
+    conn.execute(
+        "INSERT OR IGNORE INTO chunk_kw (kw, seq) SELECT k.kw, c.seq FROM seg.kw k "
+        "JOIN chunks c ON c.tenant = k.tenant AND c.chunk_id = k.chunk_id"
+    )
+    conn.execute("DELETE FROM tombstones WHERE seq IN (SELECT seq FROM chunks WHERE version = ?)", (version,))
+    return int(conn.execute("SELECT COUNT(*) FROM seg.chunks").fetchone()[0])
+
+
+@dataclass(frozen=True, slots=True)
+class ColdLookup:
+    """What the tier at ``path`` holds of some documents, read from any process (read-only)."""
+
+    path: Path
+
+    def hashes(self, tenant: str, doc_ids: Sequence[str]) -> dict[str, dict[str, tuple[str, str | None]]]:
+        """doc id → {chunk id: (content hash, document hash)}."""
+        out: dict[str, dict[str, tuple[str, str | None]]] = {}
+        if not doc_ids or not self.path.exists():
+            return out
+        conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30)
+        try:
+            for i in range(0, len(doc_ids), 500):
+                part = doc_ids[i : i + 500]
+                rows = conn.execute(
+                    f"SELECT doc_id, chunk_id, content_hash, json_extract(metadata, '$.{DOC_HASH}') "
+                    f"FROM chunks WHERE tenant = ? AND doc_id IN ({','.join('?' * len(part))})",
+                    (tenant, *part),
+                )
+                for doc_id, chunk_id, chash, dhash in rows:
+                    out.setdefault(doc_id, {})[chunk_id] = (chash, dhash)
+        finally:
+            conn.close()
+        return out
