@@ -20,7 +20,9 @@ acknowledged documents unchanged and finishes the rest; an unadopted segment is 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import json
 import logging
 import time
 import uuid
@@ -128,8 +130,10 @@ class Spec:
 def prepare_units(batch: dict[str, Any], spec: Spec) -> dict[str, Any]:
     """Ray Data batch of units → one row per unit: results, chunks to embed, their token ids."""
     out: dict[str, list[Any]] = {k: [] for k in ("results", "chunks", "ids", "stale", "check", "busy")}
-    for unit in batch["unit"]:
+    for raw in batch["unit"]:
         began = time.perf_counter()
+        unit = Unit(**json.loads(raw))
+        unit = dataclasses.replace(unit, files=tuple((f[0], f[1]) for f in unit.files))
         row = _prepare(unit, spec)
         row["busy"] = {"prepare": time.perf_counter() - began}
         for k in out:
@@ -199,11 +203,19 @@ class EmbedActor:
     """One per GPU (or a few on CPU): token ids → vectors, for every row of a batch at once."""
 
     def __init__(self, make_embedder: Callable[[], PassEmbedder], threads: int | None = None) -> None:
-        if threads:  # Ray sets OMP_NUM_THREADS=1 in workers: a CPU actor takes the cores it is given
-            import torch
+        self._make = make_embedder
+        self._threads = threads
+        self._embedder: PassEmbedder | None = None  # loaded on the first chunk to embed
 
-            torch.set_num_threads(threads)
-        self.embedder = make_embedder()
+    @property
+    def embedder(self) -> PassEmbedder:
+        if self._embedder is None:
+            if self._threads:  # Ray sets OMP_NUM_THREADS=1 in workers: a CPU actor takes its cores
+                import torch
+
+                torch.set_num_threads(self._threads)
+            self._embedder = self._make()
+        return self._embedder
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         began = time.perf_counter()

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
+import json
 import logging
 import os
 import time
@@ -151,7 +153,8 @@ class RayPipeline:
         if gpus is None:
             gpus = int(ray.cluster_resources().get("GPU", 0))  # type: ignore[no-untyped-call]
         actors = gpus or self._options.cpu_actors
-        ds: Any = ray.data.from_items([{"unit": u} for u in units], override_num_blocks=max(1, len(units)))
+        items = [{"unit": json.dumps(dataclasses.asdict(u))} for u in units]  # Arrow-friendly
+        ds: Any = ray.data.from_items(items, override_num_blocks=max(1, len(items)))
         ds = ds.map_batches(prepare_units, fn_kwargs={"spec": spec}, batch_size=1, batch_format="numpy")
         # On a GPU, prepare runs as tasks on every core; on CPUs only, Ray fuses it into the
         # embedding actors (the model is the whole cost there, and nothing is copied between).

@@ -49,7 +49,8 @@ class VectorIndex:
             index = faiss.IndexIVFScalarQuantizer(
                 quantizer, self.dim, nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
             )
-            index.train(vectors[np.random.default_rng(0).permutation(n)[: 256 * nlist]])
+            # 64 points a list: FAISS asks for 39 at least; k-means time grows with the sample
+            index.train(vectors[np.random.default_rng(0).permutation(n)[: 64 * nlist]])
             index.nprobe = max(8, nlist // 16)
         if n:
             index.add_with_ids(vectors, seqs)

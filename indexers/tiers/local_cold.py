@@ -22,6 +22,7 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,8 @@ class LocalCold:
         self._vectors: VectorIndex | None = None
         self._open_lock = threading.Lock()
         self._bulk = False
+        self._feeder = ThreadPoolExecutor(1, thread_name_prefix="cold-bulk-lexical")
+        self._feeding: list[Future[None]] = []
 
     @property
     def engine(self) -> str:
@@ -178,24 +181,31 @@ class LocalCold:
                     n = adopt(conn, version)
             finally:
                 conn.execute("DETACH DATABASE seg")
-            rows = self._lexical_rows(store.reader(), "version = ?", version)
-            lexical.add(rows, [])
-            if not self._bulk:
-                lexical.commit(version)
-                vectors.apply(*self._changes_vectors(store.reader(), version - 1)[:2], [])
+            if self._bulk:  # tantivy is fed beside the next adoption (SQLite releases the GIL)
+                self._feeding.append(self._feeder.submit(self._feed, version))
+                return n
+            lexical.apply(self._lexical_rows(store.reader(), "version = ?", version), [], version)
+            vectors.apply(*self._changes_vectors(store.reader(), version - 1)[:2], [])
         return n
+
+    def _feed(self, version: int) -> None:
+        store, lexical, _ = self._parts()
+        lexical.add(self._lexical_rows(store.reader(), "version = ?", version), [])
 
     def bulk_commit(self) -> None:
         """Make what was adopted so far searchable by terms and durable in tantivy."""
         store, lexical, _ = self._parts()
         with store.write_lock:
+            feeding, self._feeding = self._feeding, []
+            for future in feeding:
+                future.result()
             lexical.commit(store.version())
 
     def bulk_end(self) -> None:
         """Commit tantivy, bring FAISS up to date (a rebuild when the kind of index changes)."""
+        self.bulk_commit()
         store, lexical, vectors = self._parts()
         with store.write_lock:
-            lexical.commit(store.version())
             lexical.reopen_writer(threads=1, heap_mb=64)
             self._bulk = False
             vectors.load()
