@@ -195,6 +195,25 @@ class Tokenizers:
     def count(self, texts: Sequence[str]) -> list[int]:
         return count_tokens(self.counter, texts) if texts else []
 
+    def pieces(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids of each text, no special tokens, untruncated (what ``count`` counts)."""
+        if not texts:
+            return []
+        return [
+            e.ids for e in self.counter.backend_tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        ]
+
+    def joinable(self) -> tuple[int, int] | None:
+        """(first, last) special token ids when the ids of a text are its words' ids joined: a
+        WordPiece model behind BERT's pre-tokenizer (every split is at whitespace, punctuation or
+        a CJK character). None for other tokenizers (SentencePiece marks word starts)."""
+        backend = self.tokenizer.backend_tokenizer
+        bert = type(backend.pre_tokenizer).__name__ == "BertPreTokenizer"
+        if not bert or type(backend.model).__name__ != "WordPiece":
+            return None
+        first, last = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+        return (int(first), int(last)) if first is not None and last is not None else None
+
 
 class PassEmbedder:
     """What both embedders share: token counting, and ``embed`` as length-sorted passes.

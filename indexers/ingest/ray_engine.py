@@ -36,7 +36,15 @@ import numpy as np
 from indexers.embed.embedder import PassEmbedder, Tokenizers
 from indexers.ingest.load import LoadFailure, LoadOptions, iter_files, load_any, parse_record
 from indexers.ingest.pipeline import DocResult, Placement, place
-from indexers.ingest.prepare import Diff, chunk_documents, diff, document_hash, unchanged, with_structure
+from indexers.ingest.prepare import (
+    Diff,
+    TokenMemo,
+    chunk_documents,
+    diff,
+    document_hash,
+    unchanged,
+    with_structure,
+)
 from indexers.records import Chunk, Document, EmbeddedChunk, TierName
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
@@ -123,8 +131,8 @@ class Spec:
     today: dt.date
     lookups: Mapping[TierName, ColdLookup]  # tiers a worker can read
 
-    def chunker(self) -> Chunker:
-        return Chunker(self.tokenizers.count, max_tokens=self.max_tokens, overlap_tokens=self.overlap_tokens)
+    def chunker(self, memo: TokenMemo) -> Chunker:
+        return Chunker(memo.count, max_tokens=self.max_tokens, overlap_tokens=self.overlap_tokens)
 
 
 def prepare_units(batch: dict[str, Any], spec: Spec) -> dict[str, Any]:
@@ -157,7 +165,8 @@ def _prepare(unit: Unit, spec: Spec) -> Row:
             doc = with_structure(item)
             latest.pop((doc.tenant, doc.id), None)
             latest[(doc.tenant, doc.id)] = doc
-    chunker = spec.chunker()
+    memo = TokenMemo(spec.tokenizers)
+    chunker = spec.chunker(memo)
     planned = []
     for doc in latest.values():
         tier = place(doc, spec.placement, spec.hot_window_days, spec.today)
@@ -180,7 +189,7 @@ def _prepare(unit: Unit, spec: Spec) -> Row:
         stale += [(t, doc.tenant, cid) for t, cid in found.stale]
         results.append(DocResult(doc.id, found.status, len(chunks), tier, tenant=doc.tenant))
         check.append((doc.tenant, doc.id, tier, [c.chunk_id for c in chunks]))
-    ids = spec.tokenizers.passages([c.embed_text for _, c in fresh])
+    ids = memo.passages([c for _, c in fresh])
     return {"results": results, "chunks": fresh, "ids": ids, "stale": stale, "check": check}
 
 
