@@ -49,6 +49,7 @@ from indexers.records import Chunk, Document, EmbeddedChunk, TierName
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
 from indexers.tiers.cold_segment import ColdLookup, write_segment
+from indexers.tiers.edge_shard import point_parts
 
 log = logging.getLogger(__name__)
 Row = dict[str, Any]
@@ -241,13 +242,20 @@ class EmbedActor:
         return {**keep, "vectors": _objects(out), "busy": _objects(busy)}
 
 
-def build_segments(batch: dict[str, Any], folder: str, analyzer: Analyzer) -> dict[str, Any]:
-    """The cold tier's chunks of each row into one segment file; the hot tier's stay in the row."""
+def build_segments(
+    batch: dict[str, Any], folder: str, analyzer: Analyzer, hot_avg_len: float | None
+) -> dict[str, Any]:
+    """The cold tier's chunks of each row into one segment file; the hot tier's become point
+    parts (``hot_avg_len``: the embedded hot tier's BM25 length) or stay chunks."""
     segments, rest, busy = [], [], []
     for chunks, vectors, spent in zip(batch["chunks"], batch["vectors"], batch["busy"], strict=True):
         began = time.perf_counter()
         cold = [EmbeddedChunk(c, v) for (t, c), v in zip(chunks, vectors, strict=True) if t == "cold"]
-        hot = [(t, EmbeddedChunk(c, v)) for (t, c), v in zip(chunks, vectors, strict=True) if t != "cold"]
+        hot = [
+            (t, e, point_parts(e, analyzer, hot_avg_len) if hot_avg_len is not None else None)
+            for t, e in ((t, EmbeddedChunk(c, v)) for (t, c), v in zip(chunks, vectors, strict=True))
+            if t != "cold"
+        ]
         path = ""
         if cold:
             path = str(Path(folder) / f"{uuid.uuid4().hex}.segment")

@@ -30,7 +30,9 @@ from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
 from indexers.tiers.base import StoreTier
 from indexers.tiers.cold_segment import ColdLookup
+from indexers.tiers.edge_shard import PointParts
 from indexers.tiers.local_cold import LocalColdTier
+from indexers.tiers.qdrant_edge import QdrantEdgeTier
 
 log = logging.getLogger(__name__)
 Key = tuple[str, str]
@@ -124,13 +126,18 @@ class RayPipeline:
         finally:
             await writer.commit()
             if self._cold is not None:
-                began = time.perf_counter()
                 await asyncio.to_thread(self._cold.local.bulk_end)
-                report.timed("index", began)
+                for stage, seconds in self._cold.local.bulk_seconds.items():
+                    report.stage_seconds[f"cold_{stage}"] = seconds
+                self._cold.local.bulk_seconds.clear()
             for stray in segments.glob("*.segment*"):
                 stray.unlink(missing_ok=True)
         report.seconds = time.perf_counter() - started
         return report
+
+    def _hot_avg_len(self) -> float | None:
+        hot = self._tiers.get("hot")
+        return hot.shards.avg_len if isinstance(hot, QdrantEdgeTier) else None
 
     def _segment_folder(self) -> Path:
         if self._cold is None:
@@ -169,7 +176,11 @@ class RayPipeline:
         )
         ds = ds.map_batches(
             build_segments,
-            fn_kwargs={"folder": str(segments), "analyzer": self._analyzer},
+            fn_kwargs={
+                "folder": str(segments),
+                "analyzer": self._analyzer,
+                "hot_avg_len": self._hot_avg_len(),
+            },
             batch_size=1,
             batch_format="numpy",
         )
@@ -235,19 +246,15 @@ class _Writer:
         checks = list(row["check"])
         again = {(t, d) for t, d, _, _ in checks if (t, d) in self._seen}
         held = await self._held(checks, again)
-        embedded: list[tuple[TierName, EmbeddedChunk]] = list(row["hot"])
-        hot = [(t, e) for t, e in embedded if _held_hash(held, t, e) != e.chunk.content_hash]
+        embedded: list[tuple[TierName, EmbeddedChunk, PointParts | None]] = list(row["hot"])
+        hot = [(t, e, p) for t, e, p in embedded if _held_hash(held, t, e) != e.chunk.content_hash]
         began = time.perf_counter()
         path, cold_n = row["segment"]
         if path:
             assert self._cold is not None
             await asyncio.to_thread(self._cold.local.adopt, Path(path))
             await asyncio.to_thread(Path(path).unlink, missing_ok=True)
-        by_tier: dict[TierName, list[EmbeddedChunk]] = {}
-        for t, e in hot:
-            by_tier.setdefault(t, []).append(e)
-        for t, items in by_tier.items():
-            await self._tiers[t].upsert(items)
+        await self._upsert(hot)
         stale = {(t, tenant, cid) for t, tenant, cid in row["stale"]}
         for tenant, doc_id, tier, new_ids in checks:
             keep = {(tier, cid) for cid in new_ids}
@@ -257,11 +264,21 @@ class _Writer:
         await self._delete(stale)
         report.timed("write", began)
         self._seen.update((t, d) for t, d, _, _ in checks)
-        written = {(e.chunk.tenant, e.chunk.doc_id) for _, e in hot}
+        written = {(e.chunk.tenant, e.chunk.doc_id) for _, e, _ in hot}
         self._pending.results += _restated(results, held, stale, written)
         self._pending.chunks += cold_n + len(hot)
         report.chunks_written += cold_n + len(hot)
         report.chunks_embedded += cold_n + len(embedded)
+
+    async def _upsert(self, items: Sequence[tuple[TierName, EmbeddedChunk, PointParts | None]]) -> None:
+        for name in {t for t, _, _ in items}:
+            tier = self._tiers[name]
+            mine = [(e, p) for t, e, p in items if t == name]
+            parts = [p for _, p in mine if p is not None]
+            if isinstance(tier, QdrantEdgeTier) and len(parts) == len(mine):
+                await tier.upsert_parts(parts)
+            else:
+                await tier.upsert([e for e, _ in mine])
 
     async def _held(
         self, checks: Sequence[tuple[str, str, TierName, list[str]]], again: set[Key]

@@ -87,13 +87,27 @@ def _create_payload_indexes(shard: qe.EdgeShard) -> None:
         shard.update(qe.UpdateOperation.create_field_index(name, params))
 
 
-def to_point(item: EmbeddedChunk, analyzer: Analyzer, avg_len: float) -> qe.Point:
+# A point before it is one (qe.Point does not pickle): id, dense vector, sparse indices and
+# values, payload. Built where the CPU is (the Ray engine's workers), made a point by the owner.
+PointParts = tuple[str, np.ndarray[Any, Any], list[int], list[float], dict[str, Any]]
+
+
+def point_parts(item: EmbeddedChunk, analyzer: Analyzer, avg_len: float) -> PointParts:
     indices, values = sparse(item, analyzer, avg_len)
+    return (point_id(item.chunk.tenant, item.chunk.chunk_id), item.vector, indices, values, payload(item))
+
+
+def from_parts(parts: PointParts) -> qe.Point:
+    pid, dense, indices, values, data = parts
     vector: dict[str, Any] = {
-        DENSE: item.vector.astype(float).tolist(),
+        DENSE: dense.astype(float).tolist(),
         SPARSE: qe.SparseVector(indices=indices, values=values),
     }
-    return qe.Point(id=point_id(item.chunk.tenant, item.chunk.chunk_id), vector=vector, payload=payload(item))
+    return qe.Point(id=pid, vector=vector, payload=data)
+
+
+def to_point(item: EmbeddedChunk, analyzer: Analyzer, avg_len: float) -> qe.Point:
+    return from_parts(point_parts(item, analyzer, avg_len))
 
 
 # queries -------------------------------------------------------------------------------

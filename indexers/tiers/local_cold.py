@@ -21,6 +21,7 @@ import json
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -56,6 +57,7 @@ class LocalCold:
         self._bulk = False
         self._feeder = ThreadPoolExecutor(1, thread_name_prefix="cold-bulk-lexical")
         self._feeding: list[Future[None]] = []
+        self.bulk_seconds: dict[str, float] = {}  # busy time of bulk loads: lexical, vectors
 
     @property
     def engine(self) -> str:
@@ -189,8 +191,13 @@ class LocalCold:
         return n
 
     def _feed(self, version: int) -> None:
+        began = time.perf_counter()
         store, lexical, _ = self._parts()
         lexical.add(self._lexical_rows(store.reader(), "version = ?", version), [])
+        self._spent("lexical", began)
+
+    def _spent(self, stage: str, began: float) -> None:
+        self.bulk_seconds[stage] = self.bulk_seconds.get(stage, 0.0) + time.perf_counter() - began
 
     def bulk_commit(self) -> None:
         """Make what was adopted so far searchable by terms and durable in tantivy."""
@@ -199,17 +206,20 @@ class LocalCold:
             feeding, self._feeding = self._feeding, []
             for future in feeding:
                 future.result()
+            began = time.perf_counter()
             lexical.commit(store.version())
+            self._spent("lexical", began)
 
     def bulk_end(self) -> None:
         """Commit tantivy, bring FAISS up to date (a rebuild when the kind of index changes)."""
         self.bulk_commit()
         store, lexical, vectors = self._parts()
-        with store.write_lock:
-            lexical.reopen_writer(threads=1, heap_mb=64)
+        with store.write_lock:  # the bulk writer stays (its merges finish in the background)
             self._bulk = False
+            began = time.perf_counter()
             vectors.load()
             self._catch_up(store, lexical, vectors)
+            self._spent("vectors", began)
 
     def delete(self, tenant: str, chunk_ids: Sequence[str]) -> None:
         store, lexical, vectors = self._parts()

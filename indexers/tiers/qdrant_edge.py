@@ -132,12 +132,18 @@ class EdgeShards:
         """Points in the fresh shard (approximate: it decides when to seal)."""
         return self._open()[1].count(qe.CountRequest(exact=False))
 
+    @property
+    def avg_len(self) -> float:
+        return self._avg_len
+
     def upsert(self, chunks: Sequence[EmbeddedChunk]) -> None:
-        points = [es.to_point(c, self._analyzer, self._avg_len) for c in chunks]
+        self.upsert_points([es.to_point(c, self._analyzer, self._avg_len) for c in chunks])
+
+    def upsert_points(self, points: Sequence[qe.Point]) -> None:
         ids: list[qe.PointId] = [p.id for p in points]
         with self._lock:
             fresh = self._open()[1]
-            fresh.update(qe.UpdateOperation.upsert_points(points))
+            fresh.update(qe.UpdateOperation.upsert_points(list(points)))
             for _, shard in self._sealed:
                 shard.update(qe.UpdateOperation.delete_points(ids))
 
@@ -275,6 +281,16 @@ class QdrantEdgeTier(ThreadedTier):
         if not chunks:
             return
         await super().upsert(chunks)
+        await self._seal_when_full()
+
+    async def upsert_parts(self, parts: Sequence[es.PointParts]) -> None:
+        """Upsert points whose parts were built elsewhere (``es.point_parts``, same analyzer and avg_len)."""
+        if not parts:
+            return
+        await self.run(self.shards.upsert_points, [es.from_parts(p) for p in parts])
+        await self._seal_when_full()
+
+    async def _seal_when_full(self) -> None:
         full = await self.run(self.shards.fresh_size) >= self._fresh_limit
         if full and (self._background is None or self._background.done()):  # after the await
             self._background = asyncio.create_task(self.compact(merge=False))
