@@ -42,7 +42,7 @@ from bench.ingest import DEFAULT_CORPUS, make_tiers, write_corpus
 from indexers.embed.embedder import AsyncEmbedder, SentenceTransformerEmbedder
 from indexers.ingest.load import load_paths
 from indexers.ingest.pipeline import IngestReport, Pipeline
-from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
+from indexers.ingest.ray_pipeline import RUNTIME_ENV, RayOptions, RayPipeline
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
 
@@ -124,7 +124,9 @@ async def run(args: argparse.Namespace, corpus: Path, work: Path) -> dict[str, A
         import ray
 
         began = time.perf_counter()
-        ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
+        ray.init(
+            num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False, runtime_env=RUNTIME_ENV
+        )
         result["ray_start_s"] = round(time.perf_counter() - began, 2)
         options = RayOptions(
             unit_mb=args.unit_mb, embed_units=args.embed_units, commit_chunks=args.commit_chunks

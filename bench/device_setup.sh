@@ -11,5 +11,4 @@ if [ ! -d /tmp/site/ray ]; then
     --target /tmp/site /root/keep/*.whl
 fi
 export PYTHONPATH=/tmp/site:$PWD
-export TOKENIZERS_PARALLELISM=false
 set +e

@@ -30,12 +30,16 @@ from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
 from indexers.tiers.base import StoreTier
 from indexers.tiers.cold_segment import ColdLookup
+from indexers.tiers.cold_vectors import KMeans
 from indexers.tiers.edge_shard import PointParts
+from indexers.tiers.kmeans import torch_kmeans
 from indexers.tiers.local_cold import LocalColdTier
 from indexers.tiers.qdrant_edge import QdrantEdgeTier
 
 log = logging.getLogger(__name__)
 Key = tuple[str, str]
+# Many worker processes tokenize at once: each one single-threaded (no oversubscription).
+RUNTIME_ENV = {"env_vars": {"TOKENIZERS_PARALLELISM": "false"}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +115,9 @@ class RayPipeline:
         spec = self._spec(load, placement)
         segments = self._segment_folder()
         if self._cold is not None:
-            await asyncio.to_thread(self._cold.local.bulk_begin, threads=min(8, os.cpu_count() or 1))
+            await asyncio.to_thread(
+                self._cold.local.bulk_begin, threads=min(8, os.cpu_count() or 1), kmeans=_gpu_kmeans()
+            )
         units = plan_units(list(paths), load, int(self._options.unit_mb * 1024 * 1024))
         writer = _Writer(self, report, on_batch, collect, spec.lookups.keys())
         try:
@@ -155,6 +161,7 @@ class RayPipeline:
         ctx.execution_options.preserve_order = True  # the last copy of a document id wins
         ctx.enable_progress_bars = False
         ctx.print_on_execution_start = False
+        ctx.op_resource_reservation_enabled = False  # prepare may take every free core
         logging.getLogger("ray.data").setLevel(logging.WARNING)
         gpus = self._options.gpus
         if gpus is None:
@@ -188,6 +195,15 @@ class RayPipeline:
             yield dict(batch)
 
 
+def _gpu_kmeans() -> KMeans | None:
+    """The IVF lists trained on this process's GPU when it has one (the owner holds no model)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch_kmeans("cuda") if torch.cuda.is_available() else None
+
+
 @contextlib.contextmanager
 def _ray(options: RayOptions) -> Iterator[None]:
     try:
@@ -202,6 +218,7 @@ def _ray(options: RayOptions) -> Iterator[None]:
             include_dashboard=False,
             log_to_driver=False,
             configure_logging=False,
+            runtime_env=RUNTIME_ENV,
         )
     try:
         yield

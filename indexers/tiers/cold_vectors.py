@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,8 @@ import numpy as np
 
 from indexers.records import Vector
 from indexers.tiers.cold_store import write_atomic
+
+KMeans = Callable[[Vector, int], Vector]
 
 
 class VectorIndex:
@@ -39,7 +41,9 @@ class VectorIndex:
         is_ivf = self.index is not None and not isinstance(self.index, faiss.IndexIDMap2)
         return (n >= self.ivf_threshold) != is_ivf
 
-    def build(self, seqs: np.ndarray[Any, Any], vectors: Vector) -> None:
+    def build(self, seqs: np.ndarray[Any, Any], vectors: Vector, kmeans: KMeans | None = None) -> None:
+        """A fresh index of these vectors; ``kmeans`` (sample, lists) → centroids trains the IVF
+        lists elsewhere (a GPU) instead of FAISS's k-means on the CPU."""
         n = len(seqs)
         if n < self.ivf_threshold:
             index: Any = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
@@ -52,7 +56,10 @@ class VectorIndex:
             # 64 points a list (FAISS asks for 39 at least) and 10 k-means rounds: the coarse
             # quantizer only routes a query to lists, and its training time grows with both
             index.cp.niter = 10
-            index.train(vectors[np.random.default_rng(0).permutation(n)[: 64 * nlist]])
+            sample = vectors[np.random.default_rng(0).permutation(n)[: 64 * nlist]]
+            if kmeans is not None:  # a trained quantizer of nlist points: train() skips k-means
+                quantizer.add(np.ascontiguousarray(kmeans(sample, nlist), dtype=np.float32))
+            index.train(sample)
             index.nprobe = max(8, nlist // 16)
         if n:
             index.add_with_ids(vectors, seqs)

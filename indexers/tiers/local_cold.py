@@ -35,7 +35,7 @@ from indexers.tiers.base import DatedDocument, LegResults
 from indexers.tiers.cold_lexical import LexicalIndex
 from indexers.tiers.cold_segment import COLUMNS, ColdLookup, adopt, row_of
 from indexers.tiers.cold_store import ROW_COLUMNS, Store, filter_sql
-from indexers.tiers.cold_vectors import VectorIndex
+from indexers.tiers.cold_vectors import KMeans, VectorIndex
 from indexers.tiers.query import Filters, HitRef, LegHit, SearchQuery
 from indexers.tiers.threaded import ThreadedTier
 
@@ -57,6 +57,9 @@ class LocalCold:
         self._bulk = False
         self._feeder = ThreadPoolExecutor(1, thread_name_prefix="cold-bulk-lexical")
         self._feeding: list[Future[None]] = []
+        self._kmeans: KMeans | None = None
+        self._adopted: list[tuple[np.ndarray[Any, Any], Vector]] | None = None
+        self._tombstones_before = 0
         self.bulk_seconds: dict[str, float] = {}  # busy time of bulk loads: lexical, vectors
 
     @property
@@ -163,13 +166,22 @@ class LocalCold:
         """Reads of stored hashes for other processes (the Ray engine's workers)."""
         return ColdLookup(self._path / "cold.sqlite")
 
-    def bulk_begin(self, *, threads: int = 4, heap_mb: int = 512) -> None:
+    def bulk_begin(self, *, threads: int = 4, heap_mb: int = 512, kmeans: KMeans | None = None) -> None:
         """Until ``bulk_end``: tantivy indexes with ``threads`` and commits on ``bulk_commit``,
-        FAISS is brought up to date once at the end (searches meanwhile miss the new vectors)."""
-        store, lexical, _ = self._parts()
+        FAISS is brought up to date once at the end (searches meanwhile miss the new vectors;
+        ``kmeans`` trains its lists, on a GPU say). Into an empty tier, the adopted vectors are
+        kept in memory as they come, so the end builds FAISS without reading SQLite back."""
+        store, lexical, vectors = self._parts()
         with store.write_lock:
             lexical.reopen_writer(threads=threads, heap_mb=heap_mb)
             self._bulk = True
+            self._kmeans = kmeans
+            self._adopted = [] if vectors.index.ntotal == 0 else None
+            self._tombstones_before = self._tombstones(store)
+
+    @staticmethod
+    def _tombstones(store: Store) -> int:
+        return int(store.reader().execute("SELECT COUNT(*) FROM tombstones").fetchone()[0])
 
     def adopt(self, segment: Path) -> int:
         """Copy a worker-built segment into the tier in one transaction; returns its rows."""
@@ -193,7 +205,12 @@ class LocalCold:
     def _feed(self, version: int) -> None:
         began = time.perf_counter()
         store, lexical, _ = self._parts()
-        lexical.add(self._lexical_rows(store.reader(), "version = ?", version), [])
+        conn = store.reader()
+        lexical.add(self._lexical_rows(conn, "version = ?", version), [])
+        if self._adopted is not None:
+            rows = conn.execute("SELECT seq, vector FROM chunks WHERE version = ?", (version,)).fetchall()
+            vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, self._dim)
+            self._adopted.append((np.asarray([r[0] for r in rows], dtype=np.int64), vecs))
         self._spent("lexical", began)
 
     def _spent(self, stage: str, began: float) -> None:
@@ -217,8 +234,16 @@ class LocalCold:
         with store.write_lock:  # the bulk writer stays (its merges finish in the background)
             self._bulk = False
             began = time.perf_counter()
-            vectors.load()
-            self._catch_up(store, lexical, vectors)
+            adopted, self._adopted = self._adopted, None
+            if adopted and self._tombstones(store) == self._tombstones_before:  # nothing deleted since
+                seqs = np.concatenate([s for s, _ in adopted])
+                seqs, first = np.unique(seqs[::-1], return_index=True)  # a re-adopted seq: its last copy
+                vecs = np.concatenate([v for _, v in adopted])[::-1][first]
+                vectors.build(seqs, vecs, self._kmeans)
+                vectors.save(store.version())
+            else:
+                vectors.load()
+                self._catch_up(store, lexical, vectors)
             self._spent("vectors", began)
 
     def delete(self, tenant: str, chunk_ids: Sequence[str]) -> None:
