@@ -274,10 +274,10 @@ class PassEmbedder:
         out = np.zeros((len(ids), self._dim), dtype=np.float32)
         lengths = [len(i) for i in ids]
         for batch in token_batches(lengths, max_batch=self._max_batch, max_tokens=self._max_batch_tokens):
-            out[batch] = self._forward([list(ids[i]) for i in batch])
+            out[batch] = self._forward([ids[i] for i in batch])
         return out
 
-    def _forward(self, rows: list[list[int]]) -> Vector:
+    def _forward(self, rows: Sequence[Sequence[int]]) -> Vector:
         raise NotImplementedError
 
 
@@ -327,14 +327,14 @@ class SentenceTransformerEmbedder(PassEmbedder):
     def model_name(self) -> str:
         return self._name + self.prefixes
 
-    def _forward(self, rows: list[list[int]]) -> Vector:
+    def _forward(self, rows: Sequence[Sequence[int]]) -> Vector:
         import torch
 
         with torch.inference_mode():
             vectors = self._model(self._padded(rows))["sentence_embedding"]
         return np.asarray(vectors.float().cpu().numpy())
 
-    def _padded(self, rows: list[list[int]]) -> dict[str, Any]:
+    def _padded(self, rows: Sequence[Sequence[int]]) -> dict[str, Any]:
         """Right-padded input ids and attention mask as tensors on the model's device."""
         import torch
 

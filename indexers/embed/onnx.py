@@ -14,6 +14,7 @@ import hashlib
 import logging
 import os
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -170,7 +171,7 @@ class OnnxEmbedder(PassEmbedder):
     def model_name(self) -> str:
         return f"{self._name}@{self.backend}{self.prefixes}"
 
-    def _forward(self, rows: list[list[int]]) -> Vector:
+    def _forward(self, rows: Sequence[Sequence[int]]) -> Vector:
         feeds = pad(rows, self._pad_id)
         hidden = self._session.run(None, feeds)[0]
         mask = feeds["attention_mask"][..., None].astype(np.float32)

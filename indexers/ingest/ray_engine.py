@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import itertools
 import json
 import logging
+import pickle
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -136,17 +138,26 @@ class Spec:
         return Chunker(memo.count, max_tokens=self.max_tokens, overlap_tokens=self.overlap_tokens)
 
 
+# Between the stages a row is a few opaque columns, so that each process unpickles only what it
+# uses: "meta" (results, stale chunks, checks: the owner's) and "chunks" are pickled bytes that
+# the embedding actor passes on untouched; it reads only "ids" (one flat int32 array a row) and
+# "lengths", and adds "vectors" (float32, one row of vectors a chunk).
+
+
 def prepare_units(batch: dict[str, Any], spec: Spec) -> dict[str, Any]:
     """Ray Data batch of units → one row per unit: results, chunks to embed, their token ids."""
-    out: dict[str, list[Any]] = {k: [] for k in ("results", "chunks", "ids", "stale", "check", "busy")}
+    out: dict[str, list[Any]] = {k: [] for k in ("meta", "chunks", "ids", "lengths", "prepare_s")}
     for raw in batch["unit"]:
         began = time.perf_counter()
         unit = Unit(**json.loads(raw))
         unit = dataclasses.replace(unit, files=tuple((f[0], f[1]) for f in unit.files))
         row = _prepare(unit, spec)
-        row["busy"] = {"prepare": time.perf_counter() - began}
-        for k in out:
-            out[k].append(row[k])
+        ids: list[list[int]] = row["ids"]
+        out["meta"].append(pickle.dumps({k: row[k] for k in ("results", "stale", "check")}, protocol=5))
+        out["chunks"].append(pickle.dumps(row["chunks"], protocol=5))
+        out["ids"].append(np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32))
+        out["lengths"].append(np.asarray([len(i) for i in ids], dtype=np.int32))
+        out["prepare_s"].append(time.perf_counter() - began)
     return {k: _objects(v) for k, v in out.items()}
 
 
@@ -229,17 +240,19 @@ class EmbedActor:
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         began = time.perf_counter()
-        rows = list(batch["ids"])
-        flat = [ids for row in rows for ids in row]
-        vectors = self.embedder.embed_ids(flat) if flat else np.zeros((0, 1), dtype=np.float32)
+        rows: list[list[np.ndarray[Any, Any]]] = []
+        for flat, lengths in zip(batch["ids"], batch["lengths"], strict=True):
+            ends = np.cumsum(lengths)
+            rows.append([flat[e - n : e] for e, n in zip(ends, lengths, strict=True)])
+        every = [ids for row in rows for ids in row]
+        vectors = self.embedder.embed_ids(every) if every else None  # type: ignore[arg-type]
         out, at = [], 0
         for row in rows:
-            out.append(vectors[at : at + len(row)])
+            out.append(vectors[at : at + len(row)] if vectors is not None else np.zeros((0, 1), np.float32))
             at += len(row)
         share = (time.perf_counter() - began) / max(len(rows), 1)
-        busy = [{**b, "embed": share} for b in batch["busy"]]
-        keep = {k: v for k, v in batch.items() if k not in ("ids", "busy")}
-        return {**keep, "vectors": _objects(out), "busy": _objects(busy)}
+        keep = {k: v for k, v in batch.items() if k not in ("ids", "lengths")}
+        return {**keep, "vectors": _objects(out), "embed_s": np.full(len(rows), share)}
 
 
 def build_segments(
@@ -248,8 +261,9 @@ def build_segments(
     """The cold tier's chunks of each row into one segment file; the hot tier's become point
     parts (``hot_avg_len``: the embedded hot tier's BM25 length) or stay chunks."""
     segments, rest, busy = [], [], []
-    for chunks, vectors, spent in zip(batch["chunks"], batch["vectors"], batch["busy"], strict=True):
+    for blob, vectors in zip(batch["chunks"], batch["vectors"], strict=True):
         began = time.perf_counter()
+        chunks: list[tuple[TierName, Chunk]] = pickle.loads(blob)
         cold = [EmbeddedChunk(c, v) for (t, c), v in zip(chunks, vectors, strict=True) if t == "cold"]
         hot = [
             (t, e, point_parts(e, analyzer, hot_avg_len) if hot_avg_len is not None else None)
@@ -260,8 +274,14 @@ def build_segments(
         if cold:
             path = str(Path(folder) / f"{uuid.uuid4().hex}.segment")
             write_segment(Path(path), cold, analyzer)
-        segments.append((path, len(cold)))
-        rest.append(hot)
-        busy.append({**spent, "build": time.perf_counter() - began})
-    keep = {k: v for k, v in batch.items() if k not in ("chunks", "vectors", "busy")}
-    return {**keep, "segment": _objects(segments), "hot": _objects(rest), "busy": _objects(busy)}
+        segments.append(path)
+        rest.append(pickle.dumps(hot, protocol=5))
+        busy.append((len(cold), time.perf_counter() - began))
+    keep = {k: v for k, v in batch.items() if k not in ("chunks", "vectors")}
+    return {
+        **keep,
+        "segment": _objects(segments),
+        "segment_rows": np.asarray([n for n, _ in busy], dtype=np.int64),
+        "hot": _objects(rest),
+        "build_s": np.asarray([b for _, b in busy]),
+    }

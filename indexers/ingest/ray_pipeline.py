@@ -14,6 +14,7 @@ import datetime as dt
 import json
 import logging
 import os
+import pickle
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -249,16 +250,18 @@ class _Writer:
         self._pending = _Pending()
 
     async def write(self, batch: dict[str, Any]) -> None:
-        for i in range(len(batch["results"])):
+        for i in range(len(batch["meta"])):
             row = {k: batch[k][i] for k in batch}
+            row.update(pickle.loads(row.pop("meta")))
+            row["hot"] = pickle.loads(row["hot"])
             await self._row(row)
         if self._pending.chunks >= self._commit_every:
             await self.commit()
 
     async def _row(self, row: dict[str, Any]) -> None:
         report = self._report
-        for stage, seconds in row["busy"].items():
-            report.stage_seconds[stage] = report.stage_seconds.get(stage, 0.0) + seconds
+        for stage in ("prepare", "embed", "build"):
+            report.stage_seconds[stage] = report.stage_seconds.get(stage, 0.0) + float(row[f"{stage}_s"])
         results: list[DocResult] = list(row["results"])
         checks = list(row["check"])
         again = {(t, d) for t, d, _, _ in checks if (t, d) in self._seen}
@@ -266,7 +269,7 @@ class _Writer:
         embedded: list[tuple[TierName, EmbeddedChunk, PointParts | None]] = list(row["hot"])
         hot = [(t, e, p) for t, e, p in embedded if _held_hash(held, t, e) != e.chunk.content_hash]
         began = time.perf_counter()
-        path, cold_n = row["segment"]
+        path, cold_n = str(row["segment"]), int(row["segment_rows"])
         if path:
             assert self._cold is not None
             await asyncio.to_thread(self._cold.local.adopt, Path(path))
