@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import logging
 import os
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from indexers.embed.cache import EmbeddingCache
 from indexers.embed.embedder import (
     AsyncEmbedder,
     Embedder,
+    PassEmbedder,
     SentenceTransformerEmbedder,
     model_languages,
     resolve_device,
@@ -23,6 +25,7 @@ from indexers.embed.embedder import (
 from indexers.ingest.jobs import JobRunner
 from indexers.ingest.ledger_engines import open_ledger
 from indexers.ingest.pipeline import Pipeline
+from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
 from indexers.ingest.retier import RetierReport
 from indexers.ingest.retier import retier as run_retier
 from indexers.manifest import IndexManifest, check_manifest
@@ -208,6 +211,33 @@ def build_pipeline(
         queue_batches=settings.ingest.queue_batches,
         cache=cache,
     )
+
+
+def build_ray_pipeline(settings: Settings, services: Services, options: RayOptions) -> RayPipeline:
+    """``rag-router ingest --engine ray``: the same chunker, model and tiers, on a Ray cluster."""
+    embedder = services.embedder
+    if not isinstance(embedder, PassEmbedder):
+        raise ValueError(f"--engine ray needs a torch or ONNX embedder, not {type(embedder).__name__}")
+    return RayPipeline(
+        embedder=embedder,
+        make_embedder=functools.partial(_pass_embedder, settings),
+        chunker=Chunker(
+            embedder.count_tokens,
+            max_tokens=settings.chunk.max_tokens,
+            overlap_tokens=settings.chunk.overlap_tokens,
+        ),
+        analyzer=services.analyzer,
+        tiers=services.tiers,
+        hot_window_days=settings.tiers.hot_window_days,
+        options=options,
+    )
+
+
+def _pass_embedder(settings: Settings) -> PassEmbedder:
+    """An embedding actor's model, built from the settings where it runs (a GPU there: torch)."""
+    embedder = build_embedder(settings)
+    assert isinstance(embedder, PassEmbedder)
+    return embedder
 
 
 def build_searcher(

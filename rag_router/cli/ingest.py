@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -26,11 +26,12 @@ from rich.progress import (
 from rich.table import Table
 
 from indexers.ingest.load import FieldMap, LoadOptions, iter_files, load_paths
-from indexers.ingest.pipeline import IngestReport, Placement
+from indexers.ingest.pipeline import IngestReport, OnBatch, Placement
+from indexers.ingest.ray_pipeline import RayOptions
 from rag_router.cli.common import app, console, fail, local_services, server_url, setup_logging
 from rag_router.cli.store import Url, jobs
 from rag_router.client import ApiError, Client
-from rag_router.services import Services
+from rag_router.services import Services, build_ray_pipeline
 from rag_router.settings import Settings, get_settings
 
 UPLOAD_FILES = 200  # files per upload (one job each)
@@ -129,10 +130,18 @@ def ingest(
     ] = False,
     batch_mb: Annotated[float, typer.Option(min=0.1, help="against a server: MB per upload")] = 16.0,
     url: Url = None,
+    engine: Annotated[
+        str, typer.Option(help="inprocess | ray: on a Ray cluster, in this process's data dir")
+    ] = "inprocess",
+    ray_address: Annotated[
+        str | None, typer.Option(help="--engine ray: the cluster to join (default: a local Ray)")
+    ] = None,
 ) -> None:
     """Batch-ingest files and folders (BEIR corpus.jsonl[.gz], .jsonl, .txt, .md, .html, .pdf)."""
     if tier not in ("auto", "hot", "cold"):
         raise typer.BadParameter("--tier must be auto, hot or cold")
+    if engine not in ("inprocess", "ray"):
+        raise typer.BadParameter("--engine must be inprocess or ray")
     settings = get_settings()
     setup_logging(settings)
     options = LoadOptions(
@@ -143,6 +152,14 @@ def ingest(
         max_bytes=int(settings.ingest.max_file_mb * 1024 * 1024),
     )
     found = server_url(settings, url)
+    if engine == "ray":
+        if found is not None:
+            fail(
+                f"--engine ray writes the data dir from this process, and the server at {found} holds it: "
+                "stop the server, or ingest through it without --engine ray"
+            )
+        asyncio.run(_ingest_ray(settings, paths, tier, options, if_empty, ray_address))  # type: ignore[arg-type]
+        return
     if found is None:
         asyncio.run(_ingest_here(settings, paths, tier, options, if_empty))  # type: ignore[arg-type]
         return
@@ -174,6 +191,37 @@ async def _ingest_here(
     print_report(Summary.of_report(report))
 
 
+async def _ingest_ray(
+    settings: Settings,
+    paths: list[Path],
+    tier: Placement,
+    options: LoadOptions,
+    if_empty: bool,
+    address: str | None,
+) -> None:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        fail("--engine ray needs Ray: pip install 'rag-router[ray]'")
+    async with local_services(settings) as services:
+        if if_empty and any([await t.count() for t in services.tiers.values()]):
+            console.print("[dim]tiers already hold data; nothing ingested[/dim]")
+            return
+        try:
+            pipeline = build_ray_pipeline(settings, services, RayOptions(address=address))
+        except ValueError as exc:
+            fail(str(exc))
+
+        async def run(update: OnBatch) -> IngestReport:
+            report = await pipeline.ingest(paths, load=options, placement=tier, on_batch=update)
+            if not report.cancelled:
+                await asyncio.gather(*(t.optimize() for t in services.tiers.values()))
+            return report
+
+        report = await _with_progress(run)
+    print_report(Summary.of_report(report))
+
+
 def _progress() -> Progress:
     return Progress(
         SpinnerColumn(),
@@ -189,6 +237,13 @@ def _progress() -> Progress:
 
 
 async def ingest_with_progress(services: Services, docs: Any, placement: Any) -> IngestReport:
+    async def run(update: OnBatch) -> IngestReport:
+        return await services.pipeline.ingest(docs, placement=placement, optimize=True, on_batch=update)
+
+    return await _with_progress(run)
+
+
+async def _with_progress(run: Callable[[OnBatch], Awaitable[IngestReport]]) -> IngestReport:
     with _progress() as progress:
         task = progress.add_task("ingest", total=None, rate=0.0, failed=0, chunks=0)
 
@@ -201,7 +256,7 @@ async def ingest_with_progress(services: Services, docs: Any, placement: Any) ->
                 chunks=report.chunks_written,
             )
 
-        return await services.pipeline.ingest(docs, placement=placement, optimize=True, on_batch=update)
+        return await run(update)
 
 
 def _batches(files: Iterable[tuple[Path, Path]], max_bytes: int) -> Iterator[list[tuple[str, Path]]]:

@@ -1,0 +1,145 @@
+"""The Ray engine's parts, and the engine against the in-process pipeline on the same corpus."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from indexers.embed.embedder import AsyncEmbedder, SentenceTransformerEmbedder
+from indexers.ingest.load import LoadOptions, load_paths
+from indexers.ingest.pipeline import Pipeline
+from indexers.ingest.prepare import TokenMemo, chunk_documents, with_structure
+from indexers.ingest.ray_engine import plan_units, read_unit
+from indexers.records import Document, EmbeddedChunk
+from indexers.text.chunk import Chunker
+from indexers.text.lexical import Analyzer
+from indexers.tiers.cold_segment import write_segment
+from indexers.tiers.local_cold import LocalCold, LocalColdTier
+from indexers.tiers.query import Filters, SearchQuery
+
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
+ROWS = "SELECT tenant, chunk_id, doc_id, n, text, title, metadata, content_hash, terms, vector FROM chunks"
+
+
+def sample(tmp_path: Path, copies: int = 1) -> Path:
+    """The sample corpus as one JSONL file, ``copies`` times with distinct ids."""
+    docs = [d for d in load_paths([SAMPLE]) if isinstance(d, Document)]
+    out = tmp_path / "corpus.jsonl"
+    with out.open("w", encoding="utf-8") as f:
+        for c in range(copies):
+            for d in docs:
+                record = {"id": f"{d.id}-{c}", "title": d.title, "text": d.text, "metadata": dict(d.metadata)}
+                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return out
+
+
+def test_units_read_every_line_once(tmp_path: Path) -> None:
+    corpus = sample(tmp_path, copies=3)
+    whole = [d.id for d in load_paths([corpus]) if isinstance(d, Document)]
+    units = plan_units([corpus], LoadOptions(), unit_bytes=1500)
+    assert len(units) > 10  # byte ranges that start and end mid-line
+    pieces = [d.id for u in units for d in read_unit(u, LoadOptions()) if isinstance(d, Document)]
+    assert pieces == whole
+
+
+@pytest.mark.parametrize(("max_tokens", "overlap"), [(240, 0), (40, 8), (12, 0)])
+def test_token_memo_gives_the_ids_whole_tokenization_gives(
+    embedder: SentenceTransformerEmbedder, max_tokens: int, overlap: int
+) -> None:
+    tokenizers = embedder.tokenizers()
+    docs = [with_structure(d) for d in load_paths([SAMPLE]) if isinstance(d, Document)]
+    docs.append(
+        Document(
+            "zh",
+            "第一条 为了惩罚犯罪，保护人民。第二条 本法的任务是用刑罚同一切犯罪行为作斗争。",
+            title="刑法",
+        )
+    )
+    memo = TokenMemo(tokenizers)
+    chunker = Chunker(memo.count, max_tokens=max_tokens, overlap_tokens=overlap)
+    chunks = [c for cs in chunk_documents(chunker, [(d, "h") for d in docs]) for c in cs]
+    assert memo.passages(chunks) == tokenizers.passages([c.embed_text for c in chunks])
+
+
+def test_adopting_a_segment_is_an_upsert(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+    analyzer = Analyzer()
+    cold = LocalCold(tmp_path / "cold", dim=embedder.dim, analyzer=analyzer)
+    chunker = Chunker(embedder.count_tokens, max_tokens=60, overlap_tokens=0)
+    docs = [d for d in load_paths([SAMPLE]) if isinstance(d, Document)][:5]
+    chunks = [c for d in docs for c in chunker.chunk(d)]
+    items = [
+        EmbeddedChunk(c, v)
+        for c, v in zip(chunks, embedder.embed([c.embed_text for c in chunks]), strict=True)
+    ]
+    for round_ in range(2):  # the second adoption replaces the rows of the first, in place
+        segment = tmp_path / f"s{round_}.segment"
+        write_segment(segment, items, analyzer)
+        assert cold.adopt(segment) == len(items)
+    assert cold.count(None) == len(items)
+    query = SearchQuery(
+        text="freedom",
+        terms=analyzer.terms("freedom"),
+        vector=embedder.embed(["freedom"])[0],
+        filters=Filters(tenant="default"),
+        k=3,
+        legs=("lexical", "dense"),
+    )
+    found = cold.search(query)
+    assert found["lexical"] and found["dense"]
+    cold.close()
+
+
+@pytest.mark.slow
+async def test_ray_engine_stores_what_the_in_process_pipeline_stores(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    pytest.importorskip("ray")
+    from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
+
+    corpus = sample(tmp_path)
+    analyzer = Analyzer()
+    chunker = Chunker(embedder.count_tokens, max_tokens=60, overlap_tokens=8)
+    here = LocalColdTier(tmp_path / "here", dim=embedder.dim, analyzer=analyzer)
+    there = LocalColdTier(tmp_path / "there", dim=embedder.dim, analyzer=analyzer)
+    pipeline = Pipeline(embedder=AsyncEmbedder(embedder), chunker=chunker, tiers={"cold": here})
+    await pipeline.ingest(load_paths([corpus]), placement="cold", optimize=True)
+    ray_pipeline = RayPipeline(
+        embedder=embedder,
+        make_embedder=functools.partial(SentenceTransformerEmbedder, device="cpu"),
+        chunker=chunker,
+        analyzer=analyzer,
+        tiers={"cold": there},
+        options=RayOptions(num_cpus=2, unit_mb=0.004),  # several units, several segments
+    )
+    first = await ray_pipeline.ingest([corpus], placement="cold")
+    assert first.count("created") == 33 and first.chunks_embedded == first.chunks_written > 33
+
+    a = sqlite3.connect(tmp_path / "here" / "cold.sqlite").execute(ROWS + " ORDER BY chunk_id").fetchall()
+    b = sqlite3.connect(tmp_path / "there" / "cold.sqlite").execute(ROWS + " ORDER BY chunk_id").fetchall()
+    assert [r[:9] for r in a] == [r[:9] for r in b]  # ids, texts, metadata, hashes, terms
+    va = np.stack([np.frombuffer(r[9], dtype=np.float32) for r in a])
+    vb = np.stack([np.frombuffer(r[9], dtype=np.float32) for r in b])
+    assert np.abs(va - vb).max() < 1e-5
+
+    again = await ray_pipeline.ingest([corpus], placement="cold")
+    assert again.count("unchanged") == 33 and again.chunks_embedded == 0 and again.chunks_written == 0
+
+    # one document shrinks to one sentence: its other chunks go, nothing else is embedded
+    lines = corpus.read_text(encoding="utf-8").splitlines()
+    record = json.loads(lines[0])
+    record["text"] = record["text"].split(".")[0] + "."
+    corpus.write_text("\n".join([json.dumps(record), *lines[1:]]) + "\n", encoding="utf-8")
+    third = await ray_pipeline.ingest([corpus], placement="cold", collect=True)
+    assert third.count("updated") == 1 and third.count("unchanged") == 32 and third.chunks_embedded == 1
+    held = await there.fetch("default", [record["id"]])
+    assert [c.chunk_id for c in held] == [f"{record['id']}#0"]
+    stored = there.local.count(None)  # the derived indexes hold exactly the rows
+    assert there.local._vectors is not None and there.local._vectors.index.ntotal == stored
+    assert there.local._lexical is not None and there.local._lexical.index.searcher().num_docs == stored
+    await here.close()
+    await there.close()
