@@ -247,6 +247,7 @@ class _Writer:
         self._collect = collect
         self._unread = [t for t in self._tiers if t not in set(read_by_workers)]
         self._seen: set[Key] = set()
+        self._changed: set[Key] = set()  # documents this run wrote
         self._pending = _Pending()
 
     async def write(self, batch: dict[str, Any]) -> None:
@@ -285,10 +286,21 @@ class _Writer:
         report.timed("write", began)
         self._seen.update((t, d) for t, d, _, _ in checks)
         written = {(e.chunk.tenant, e.chunk.doc_id) for _, e, _ in hot}
-        self._pending.results += _restated(results, held, stale, written)
+        restated = [self._repeated(r) for r in _restated(results, held, stale, written)]
+        self._changed.update((r.tenant or "", r.id) for r in restated if r.status in ("created", "updated"))
+        self._pending.results += restated
         self._pending.chunks += cold_n + len(hot)
         report.chunks_written += cold_n + len(hot)
         report.chunks_embedded += cold_n + len(embedded)
+
+    def _repeated(self, r: DocResult) -> DocResult:
+        """A copy found unchanged by a worker that compared it before an earlier copy of the same
+        id in this run was written: what is stored now is that earlier copy, so this one is
+        reported failed (running the command again stores it) rather than silently skipped."""
+        if r.status != "unchanged" or (r.tenant or "", r.id) not in self._changed:
+            return r
+        error = "the same id came earlier in this run with other content; run again to store this copy"
+        return DocResult(r.id, "failed", r.chunks, r.tier, error, r.tenant)
 
     async def _upsert(self, items: Sequence[tuple[TierName, EmbeddedChunk, PointParts | None]]) -> None:
         for name in {t for t, _, _ in items}:

@@ -143,3 +143,50 @@ async def test_ray_engine_stores_what_the_in_process_pipeline_stores(
     assert there.local._lexical is not None and there.local._lexical.index.searcher().num_docs == stored
     await here.close()
     await there.close()
+
+
+def versions(doc_id: str, *texts: str) -> list[str]:
+    return [json.dumps({"id": doc_id, "title": "Clause", "text": t}) for t in texts]
+
+
+@pytest.mark.slow
+async def test_an_id_repeated_in_one_run(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+    """Copies of one id in different units: the last copy is what stays, with no stale chunk; a
+    last copy equal to what was stored before the run is reported failed, and stored by a re-run."""
+    pytest.importorskip("ray")
+    from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
+
+    analyzer = Analyzer()
+    tier = LocalColdTier(tmp_path / "cold", dim=embedder.dim, analyzer=analyzer)
+    pipeline = RayPipeline(
+        embedder=embedder,
+        make_embedder=functools.partial(SentenceTransformerEmbedder, device="cpu"),
+        chunker=Chunker(embedder.count_tokens, max_tokens=12, overlap_tokens=0),
+        analyzer=analyzer,
+        tiers={"cold": tier},
+        options=RayOptions(num_cpus=2, unit_mb=0.0001),  # one line a unit
+    )
+    one = "Goods travel at the carrier's risk. The carrier is liable for loss."
+    two = "Goods travel at the shipper's risk. The shipper insures them. Claims close after a year."
+    three = "Goods travel at the buyer's risk."
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("\n".join(versions("a", one)) + "\n")
+    await pipeline.ingest([corpus], placement="cold")
+
+    corpus.write_text("\n".join(versions("a", two, three)) + "\n")
+    report = await pipeline.ingest([corpus], placement="cold", collect=True)
+    assert [r.status for r in report.results] == ["updated", "updated"]
+    assert [c.text for c in await tier.fetch("default", ["a"])] == [three]
+
+    # `three` is stored; `two` overwrites it. A worker that compared the second copy before that
+    # write saw it unchanged: it must say so (failed), not skip it; one compared after, updates it.
+    report = await pipeline.ingest([corpus], placement="cold", collect=True)
+    stored = [c.text for c in await tier.fetch("default", ["a"])]
+    assert [r.status for r in report.results] in (["updated", "failed"], ["updated", "updated"])
+    if report.results[1].status == "updated":
+        assert stored == [three]
+    else:
+        assert stored[0].startswith("Goods travel at the shipper's risk.") and len(stored) > 1
+    await pipeline.ingest([corpus], placement="cold")
+    assert [c.text for c in await tier.fetch("default", ["a"])] == [three]
+    await tier.close()
