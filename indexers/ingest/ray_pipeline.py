@@ -163,7 +163,6 @@ class RayPipeline:
         ctx.enable_progress_bars = False
         ctx.print_on_execution_start = False
         ctx.op_resource_reservation_enabled = False  # prepare may take every free core
-        logging.getLogger("ray.data").setLevel(logging.WARNING)
         gpus = self._options.gpus
         if gpus is None:
             gpus = int(ray.cluster_resources().get("GPU", 0))  # type: ignore[no-untyped-call]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -123,6 +124,21 @@ def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
         sql.append(f"seq IN (SELECT seq FROM chunk_kw WHERE kw IN ({marks}))")
         args.extend(group)
     return " AND ".join(sql), args
+
+
+def lexical_rows(conn: sqlite3.Connection, where: str, arg: int) -> list[tuple[Any, ...]]:
+    """What tantivy indexes of the rows ``where`` selects: seq, tenant, terms, year, day, keywords."""
+    rows = conn.execute(
+        "SELECT seq, tenant, terms, year, day, "
+        "(SELECT json_group_array(kw) FROM chunk_kw k WHERE k.seq = c.seq) "
+        f"FROM chunks c WHERE {where}",
+        (arg,),
+    ).fetchall()
+    return [(*r[:5], json.loads(r[5])) for r in rows]
+
+
+def tombstones(store: Store) -> int:
+    return int(store.reader().execute("SELECT COUNT(*) FROM tombstones").fetchone()[0])
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -34,7 +34,7 @@ from indexers.text.lexical import Analyzer
 from indexers.tiers.base import DatedDocument, LegResults
 from indexers.tiers.cold_lexical import LexicalIndex
 from indexers.tiers.cold_segment import COLUMNS, ColdLookup, adopt, row_of
-from indexers.tiers.cold_store import ROW_COLUMNS, Store, filter_sql
+from indexers.tiers.cold_store import ROW_COLUMNS, Store, filter_sql, lexical_rows, tombstones
 from indexers.tiers.cold_vectors import KMeans, VectorIndex
 from indexers.tiers.query import Filters, HitRef, LegHit, SearchQuery
 from indexers.tiers.threaded import ThreadedTier
@@ -98,22 +98,12 @@ class LocalCold:
         vectors.save(version)
         lex_mark = lexical.watermark()
         if lex_mark < version:
-            rows = self._lexical_rows(conn, "version > ?", lex_mark)
+            rows = lexical_rows(conn, "version > ?", lex_mark)
             deleted = [
                 r[0] for r in conn.execute("SELECT seq FROM tombstones WHERE version > ?", (lex_mark,))
             ]
             lexical.apply(rows, deleted, version)
             log.info("cold tier: tantivy caught up %d changes, %d deletions", len(rows), len(deleted))
-
-    @staticmethod
-    def _lexical_rows(conn: sqlite3.Connection, where: str, arg: int) -> list[tuple[Any, ...]]:
-        rows = conn.execute(
-            "SELECT seq, tenant, terms, year, day, "
-            "(SELECT json_group_array(kw) FROM chunk_kw k WHERE k.seq = c.seq) "
-            f"FROM chunks c WHERE {where}",
-            (arg,),
-        ).fetchall()
-        return [(*r[:5], json.loads(r[5])) for r in rows]
 
     def _all_vectors(self, conn: sqlite3.Connection) -> tuple[np.ndarray[Any, Any], Vector]:
         rows = conn.execute("SELECT seq, vector FROM chunks ORDER BY seq").fetchall()
@@ -177,11 +167,7 @@ class LocalCold:
             self._bulk = True
             self._kmeans = kmeans
             self._adopted = [] if vectors.index.ntotal == 0 else None
-            self._tombstones_before = self._tombstones(store)
-
-    @staticmethod
-    def _tombstones(store: Store) -> int:
-        return int(store.reader().execute("SELECT COUNT(*) FROM tombstones").fetchone()[0])
+            self._tombstones_before = tombstones(store)
 
     def adopt(self, segment: Path) -> int:
         """Copy a worker-built segment into the tier in one transaction; returns its rows."""
@@ -198,7 +184,7 @@ class LocalCold:
             if self._bulk:  # tantivy is fed beside the next adoption (SQLite releases the GIL)
                 self._feeding.append(self._feeder.submit(self._feed, version))
                 return n
-            lexical.apply(self._lexical_rows(store.reader(), "version = ?", version), [], version)
+            lexical.apply(lexical_rows(store.reader(), "version = ?", version), [], version)
             vectors.apply(*self._changes_vectors(store.reader(), version - 1)[:2], [])
         return n
 
@@ -206,7 +192,7 @@ class LocalCold:
         began = time.perf_counter()
         store, lexical, _ = self._parts()
         conn = store.reader()
-        lexical.add(self._lexical_rows(conn, "version = ?", version), [])
+        lexical.add(lexical_rows(conn, "version = ?", version), [])
         if self._adopted is not None:
             rows = conn.execute("SELECT seq, vector FROM chunks WHERE version = ?", (version,)).fetchall()
             vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, self._dim)
@@ -235,7 +221,7 @@ class LocalCold:
             self._bulk = False
             began = time.perf_counter()
             adopted, self._adopted = self._adopted, None
-            if adopted and self._tombstones(store) == self._tombstones_before:  # nothing deleted since
+            if adopted and tombstones(store) == self._tombstones_before:  # nothing deleted since
                 seqs = np.concatenate([s for s, _ in adopted])
                 seqs, first = np.unique(seqs[::-1], return_index=True)  # a re-adopted seq: its last copy
                 vecs = np.concatenate([v for _, v in adopted])[::-1][first]

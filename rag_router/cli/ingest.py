@@ -35,6 +35,10 @@ from rag_router.services import Services, build_ray_pipeline
 from rag_router.settings import Settings, get_settings
 
 UPLOAD_FILES = 200  # files per upload (one job each)
+Engine = Annotated[str, typer.Option(help="inprocess | ray: on a Ray cluster, in this process's data dir")]
+RayAddress = Annotated[
+    str | None, typer.Option(help="--engine ray: the cluster to join (default: a local Ray)")
+]
 
 
 @dataclass(slots=True)
@@ -130,18 +134,12 @@ def ingest(
     ] = False,
     batch_mb: Annotated[float, typer.Option(min=0.1, help="against a server: MB per upload")] = 16.0,
     url: Url = None,
-    engine: Annotated[
-        str, typer.Option(help="inprocess | ray: on a Ray cluster, in this process's data dir")
-    ] = "inprocess",
-    ray_address: Annotated[
-        str | None, typer.Option(help="--engine ray: the cluster to join (default: a local Ray)")
-    ] = None,
+    engine: Engine = "inprocess",
+    ray_address: RayAddress = None,
 ) -> None:
     """Batch-ingest files and folders (BEIR corpus.jsonl[.gz], .jsonl, .txt, .md, .html, .pdf)."""
-    if tier not in ("auto", "hot", "cold"):
-        raise typer.BadParameter("--tier must be auto, hot or cold")
-    if engine not in ("inprocess", "ray"):
-        raise typer.BadParameter("--engine must be inprocess or ray")
+    if tier not in ("auto", "hot", "cold") or engine not in ("inprocess", "ray"):
+        raise typer.BadParameter("--tier must be auto, hot or cold; --engine inprocess or ray")
     settings = get_settings()
     setup_logging(settings)
     options = LoadOptions(
@@ -153,11 +151,7 @@ def ingest(
     )
     found = server_url(settings, url)
     if engine == "ray":
-        if found is not None:
-            fail(
-                f"--engine ray writes the data dir from this process, and the server at {found} holds it: "
-                "stop the server, or ingest through it without --engine ray"
-            )
+        _ray_here(found)
         asyncio.run(_ingest_ray(settings, paths, tier, options, if_empty, ray_address))  # type: ignore[arg-type]
         return
     if found is None:
@@ -189,6 +183,14 @@ async def _ingest_here(
             return
         report = await ingest_with_progress(services, load_paths(paths, options=options), tier)
     print_report(Summary.of_report(report))
+
+
+def _ray_here(server: str | None) -> None:
+    if server is not None:
+        fail(
+            f"--engine ray writes the data dir from this process, and the server at {server} holds it: "
+            "stop the server, or ingest through it without --engine ray"
+        )
 
 
 async def _ingest_ray(
