@@ -53,10 +53,7 @@ class VectorIndex:
             index = faiss.IndexIVFScalarQuantizer(
                 quantizer, self.dim, nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
             )
-            # 64 points a list (FAISS asks for 39 at least) and 10 k-means rounds: the coarse
-            # quantizer only routes a query to lists, and its training time grows with both
-            index.cp.niter = 10
-            sample = vectors[np.random.default_rng(0).permutation(n)[: 64 * nlist]]
+            sample = vectors[np.random.default_rng(0).permutation(n)[: 256 * nlist]]
             if kmeans is not None:  # a trained quantizer of nlist points: train() skips k-means
                 quantizer.add(np.ascontiguousarray(kmeans(sample, nlist), dtype=np.float32))
             index.train(sample)
