@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import pickle
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from indexers.records import EmbeddedChunk, StoredChunk, TierName
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
 from indexers.tiers.base import StoreTier
-from indexers.tiers.cold_segment import ColdLookup
+from indexers.tiers.cold_segment import ColdLookup, write_lookup
 from indexers.tiers.cold_vectors import KMeans
 from indexers.tiers.edge_shard import PointParts
 from indexers.tiers.kmeans import torch_kmeans
@@ -84,10 +85,15 @@ class RayPipeline:
         cold = tiers.get("cold")
         self._cold = cold if isinstance(cold, LocalColdTier) else None
 
-    def _spec(self, load: LoadOptions, placement: Placement) -> Spec:
+    async def _spec(self, load: LoadOptions, placement: Placement, folder: Path) -> Spec:
         lookups: dict[TierName, ColdLookup] = {}
         if self._cold is not None:
             lookups["cold"] = self._cold.local.lookup()
+        hot = self._tiers.get("hot")
+        if isinstance(hot, QdrantEdgeTier):  # workers cannot open it: they read a copy of its hashes
+            path = folder / "hot.lookup"
+            await asyncio.to_thread(write_lookup, path, hot.shards.hashes())
+            lookups["hot"] = ColdLookup(path)
         return Spec(
             options=load,
             tokenizers=self._embedder.tokenizers(),
@@ -113,8 +119,8 @@ class RayPipeline:
             raise ValueError("the Ray engine places by 'auto', 'hot' or 'cold'")
         report = IngestReport()
         started = time.perf_counter()
-        spec = self._spec(load, placement)
         segments = self._segment_folder()
+        spec = await self._spec(load, placement, segments)
         if self._cold is not None:
             await asyncio.to_thread(
                 self._cold.local.bulk_begin, threads=min(8, os.cpu_count() or 1), kmeans=_gpu_kmeans()
@@ -137,7 +143,7 @@ class RayPipeline:
                 for stage, seconds in self._cold.local.bulk_seconds.items():
                     report.stage_seconds[f"cold_{stage}"] = seconds
                 self._cold.local.bulk_seconds.clear()
-            for stray in segments.glob("*.segment*"):
+            for stray in [*segments.glob("*.segment*"), segments / "hot.lookup"]:
                 stray.unlink(missing_ok=True)
         report.seconds = time.perf_counter() - started
         return report
@@ -147,8 +153,8 @@ class RayPipeline:
         return hot.shards.avg_len if isinstance(hot, QdrantEdgeTier) else None
 
     def _segment_folder(self) -> Path:
-        if self._cold is None:
-            return Path(os.devnull)
+        if self._cold is None:  # nothing to adopt: a place for the hot tier's lookup copy
+            return Path(tempfile.mkdtemp(prefix="rag-router-ray-"))
         folder = self._cold.local.lookup().path.parent / "segments"
         folder.mkdir(parents=True, exist_ok=True)
         for stray in folder.glob("*.segment*"):  # a run killed before adopting them

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,6 +88,28 @@ def adopt(conn: sqlite3.Connection, version: int) -> int:
     )
     conn.execute("DELETE FROM tombstones WHERE seq IN (SELECT seq FROM chunks WHERE version = ?)", (version,))
     return int(conn.execute("SELECT COUNT(*) FROM seg.chunks").fetchone()[0])
+
+
+HeldChunk = tuple[str, str, str, str, str | None]  # tenant, doc id, chunk id, content hash, doc hash
+
+
+def write_lookup(path: Path, held: Iterable[HeldChunk]) -> int:
+    """A read-only copy of what a tier holds, in the shape ``ColdLookup`` reads: for a tier that
+    other processes cannot open (Qdrant Edge is one process's), taken by its owner before a run."""
+    path.unlink(missing_ok=True)
+    conn = sqlite3.connect(path)
+    try:
+        conn.executescript(
+            "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;"
+            "CREATE TABLE chunks (tenant, doc_id, chunk_id, content_hash, metadata);"
+        )
+        rows = ((t, d, c, h, json.dumps({DOC_HASH: dh})) for t, d, c, h, dh in held)
+        conn.executemany("INSERT INTO chunks VALUES (?,?,?,?,?)", rows)
+        conn.execute("CREATE INDEX chunks_doc ON chunks (tenant, doc_id)")
+        conn.commit()
+        return int(conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+    finally:
+        conn.close()
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,17 +25,18 @@ import json
 import logging
 import shutil
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
 import qdrant_edge as qe
 
-from indexers.records import EmbeddedChunk, StoredChunk
+from indexers.records import DOC_HASH, EmbeddedChunk, StoredChunk
 from indexers.text.lexical import Analyzer
 from indexers.tiers import edge_shard as es
 from indexers.tiers import qdrant_points as qp
 from indexers.tiers.base import DatedDocument, LegResults, TierError
+from indexers.tiers.cold_segment import HeldChunk
 from indexers.tiers.query import HitRef, LegHit, SearchQuery
 from indexers.tiers.threaded import ThreadedTier
 
@@ -214,6 +215,15 @@ class EdgeShards:
         ]
         payloads.sort(key=lambda p: (p.get("doc_id", ""), p.get("n", 0)))  # document order
         return [qp.stored(p) for p in payloads]
+
+    def hashes(self) -> Iterator[HeldChunk]:
+        """Every point's (tenant, doc id, chunk id, content hash, document hash), shard by shard."""
+        for _, shard in self._shards():
+            for page in es.scroll(shard):
+                for r in page:
+                    p = r.payload or {}
+                    meta = p.get("metadata") or {}
+                    yield (p["tenant"], p["doc_id"], p["chunk_id"], p["content_hash"], meta.get(DOC_HASH))
 
     def dated(self, through_year: int) -> list[DatedDocument]:
         qfilter = qe.Filter(must=[qe.FieldCondition(key="year", range=qe.RangeFloat(lte=through_year))])

@@ -190,3 +190,44 @@ async def test_an_id_repeated_in_one_run(tmp_path: Path, embedder: SentenceTrans
     await pipeline.ingest([corpus], placement="cold")
     assert [c.text for c in await tier.fetch("default", ["a"])] == [three]
     await tier.close()
+
+
+@pytest.mark.slow
+async def test_ray_engine_into_the_hot_tier_reruns_embed_nothing(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    """Qdrant Edge cannot be opened by a worker: the owner hands the workers a copy of its hashes,
+    so an unchanged hot document is skipped before embedding, as the in-process engine skips it."""
+    pytest.importorskip("ray")
+    from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
+    from indexers.tiers.qdrant_edge import QdrantEdgeTier
+
+    corpus = sample(tmp_path)
+    analyzer = Analyzer()
+    chunker = Chunker(embedder.count_tokens, max_tokens=60, overlap_tokens=8)
+    tiers = {
+        "hot": QdrantEdgeTier(tmp_path / "hot", dim=embedder.dim, analyzer=analyzer),
+        "cold": LocalColdTier(tmp_path / "cold", dim=embedder.dim, analyzer=analyzer),
+    }
+    for tier in tiers.values():
+        await tier.ensure()
+    ray_pipeline = RayPipeline(
+        embedder=embedder,
+        make_embedder=functools.partial(SentenceTransformerEmbedder, device="cpu"),
+        chunker=chunker,
+        analyzer=analyzer,
+        tiers=tiers,  # type: ignore[arg-type]
+        options=RayOptions(num_cpus=2),
+    )
+    first = await ray_pipeline.ingest([corpus], placement="hot")
+    assert first.count("created") == 33 and first.chunks_embedded > 33
+    again = await ray_pipeline.ingest([corpus], placement="hot")
+    assert again.count("unchanged") == 33 and again.chunks_embedded == 0 and again.chunks_written == 0
+    in_process = Pipeline(embedder=AsyncEmbedder(embedder), chunker=chunker, tiers=tiers)  # type: ignore[arg-type]
+    same = await in_process.ingest(load_paths([corpus]), placement="hot")
+    assert same.count("unchanged") == 33 and same.chunks_embedded == 0
+    moved = await ray_pipeline.ingest([corpus], placement="cold")  # every document changes tier
+    assert moved.count("updated") == 33 and await tiers["hot"].count() == 0
+    assert await tiers["cold"].count() == first.chunks_written
+    for tier in tiers.values():
+        await tier.close()
