@@ -67,6 +67,12 @@ class Unit:
     end: int = -1
     files: tuple[tuple[str, str], ...] = ()
 
+    @classmethod
+    def of(cls, raw: str) -> Unit:
+        """From its JSON form (how units travel in Ray Data rows)."""
+        unit = cls(**json.loads(raw))
+        return dataclasses.replace(unit, files=tuple((f[0], f[1]) for f in unit.files))
+
 
 def plan_units(paths: Iterable[Path], options: LoadOptions, unit_bytes: int) -> list[Unit]:
     units: list[Unit] = []
@@ -149,11 +155,10 @@ def prepare_units(batch: dict[str, Any], spec: Spec) -> dict[str, Any]:
     out: dict[str, list[Any]] = {k: [] for k in ("meta", "chunks", "ids", "lengths", "prepare_s")}
     for raw in batch["unit"]:
         began = time.perf_counter()
-        unit = Unit(**json.loads(raw))
-        unit = dataclasses.replace(unit, files=tuple((f[0], f[1]) for f in unit.files))
-        row = _prepare(unit, spec)
+        row = _prepare(Unit.of(raw), spec)
         ids: list[list[int]] = row["ids"]
-        out["meta"].append(pickle.dumps({k: row[k] for k in ("results", "stale", "check")}, protocol=5))
+        meta = {k: row[k] for k in ("results", "stale", "check")}
+        out["meta"].append(pickle.dumps({**meta, "unit": raw}, protocol=5))
         out["chunks"].append(pickle.dumps(row["chunks"], protocol=5))
         out["ids"].append(np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32))
         out["lengths"].append(np.asarray([len(i) for i in ids], dtype=np.int32))

@@ -20,14 +20,22 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from indexers.embed.embedder import PassEmbedder
+from indexers.embed.embedder import AsyncEmbedder, Embedder, PassEmbedder
 from indexers.ingest.load import LoadOptions
-from indexers.ingest.pipeline import DocResult, IngestReport, OnBatch, Placement
+from indexers.ingest.pipeline import DocResult, IngestReport, OnBatch, Pipeline, Placement
 from indexers.ingest.prepare import Status
-from indexers.ingest.ray_engine import EmbedActor, Spec, build_segments, plan_units, prepare_units
-from indexers.records import EmbeddedChunk, StoredChunk, TierName
+from indexers.ingest.ray_engine import (
+    EmbedActor,
+    Spec,
+    Unit,
+    build_segments,
+    plan_units,
+    prepare_units,
+    read_unit,
+)
+from indexers.records import Document, EmbeddedChunk, StoredChunk, TierName
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
 from indexers.tiers.base import StoreTier
@@ -145,8 +153,48 @@ class RayPipeline:
                 self._cold.local.bulk_seconds.clear()
             for stray in [*segments.glob("*.segment*"), segments / "hot.lookup"]:
                 stray.unlink(missing_ok=True)
+        if writer.redo and not report.cancelled:
+            await self._redo(writer.redo, load, placement, report, on_batch, collect)
         report.seconds = time.perf_counter() - started
         return report
+
+    async def _redo(
+        self,
+        redo: Mapping[Key, str],
+        load: LoadOptions,
+        placement: Placement,
+        report: IngestReport,
+        on_batch: OnBatch | None,
+        collect: bool,
+    ) -> None:
+        """Copies of an id that a worker compared before an earlier copy in the same run was
+        written (it found them unchanged against the old state): the last copy of each, read
+        again from its unit, goes through the in-process pipeline, which compares it with what
+        is stored now. The last copy wins, as in process."""
+        last: dict[Key, Document] = {}
+        for raw in sorted(set(redo.values())):
+            for item in read_unit(Unit.of(raw), load):
+                if isinstance(item, Document) and redo.get((item.tenant, item.id)) == raw:
+                    last[(item.tenant, item.id)] = item
+        worker = AsyncEmbedder(cast(Embedder, self._embedder))  # its subclasses are Embedders
+        try:
+            pipeline = Pipeline(
+                embedder=worker,
+                chunker=self._chunker,
+                tiers=self._tiers,
+                hot_window_days=self._hot_window_days,
+                today=self._today,
+            )
+            again = await pipeline.ingest(list(last.values()), placement=placement, collect=True)
+        finally:
+            worker.close()
+        report.add(again.results, collect)
+        report.chunks_written += again.chunks_written
+        report.chunks_embedded += again.chunks_embedded
+        if on_batch is not None:
+            done = on_batch(again.results, report)
+            if done is not None:
+                await done
 
     def _hot_avg_len(self) -> float | None:
         hot = self._tiers.get("hot")
@@ -253,6 +301,7 @@ class _Writer:
         self._unread = [t for t in self._tiers if t not in set(read_by_workers)]
         self._seen: set[Key] = set()
         self._changed: set[Key] = set()  # documents this run wrote
+        self.redo: dict[Key, str] = {}  # documents to compare again after the run → their unit
         self._pending = _Pending()
 
     async def write(self, batch: dict[str, Any]) -> None:
@@ -291,21 +340,21 @@ class _Writer:
         report.timed("write", began)
         self._seen.update((t, d) for t, d, _, _ in checks)
         written = {(e.chunk.tenant, e.chunk.doc_id) for _, e, _ in hot}
-        restated = [self._repeated(r) for r in _restated(results, held, stale, written)]
+        restated = [r for r in _restated(results, held, stale, written) if not self._repeated(r, row["unit"])]
         self._changed.update((r.tenant or "", r.id) for r in restated if r.status in ("created", "updated"))
         self._pending.results += restated
         self._pending.chunks += cold_n + len(hot)
         report.chunks_written += cold_n + len(hot)
         report.chunks_embedded += cold_n + len(embedded)
 
-    def _repeated(self, r: DocResult) -> DocResult:
+    def _repeated(self, r: DocResult, unit: str) -> bool:
         """A copy found unchanged by a worker that compared it before an earlier copy of the same
-        id in this run was written: what is stored now is that earlier copy, so this one is
-        reported failed (running the command again stores it) rather than silently skipped."""
-        if r.status != "unchanged" or (r.tenant or "", r.id) not in self._changed:
-            return r
-        error = "the same id came earlier in this run with other content; run again to store this copy"
-        return DocResult(r.id, "failed", r.chunks, r.tier, error, r.tenant)
+        id in this run was written: what is stored now is that earlier copy. Kept for ``_redo``."""
+        key = (r.tenant or "", r.id)
+        if r.status != "unchanged" or key not in self._changed:
+            return False
+        self.redo[key] = unit
+        return True
 
     async def _upsert(self, items: Sequence[tuple[TierName, EmbeddedChunk, PointParts | None]]) -> None:
         for name in {t for t, _, _ in items}:

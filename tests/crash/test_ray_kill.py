@@ -107,9 +107,10 @@ async def test_sigkill_of_a_worker_and_the_driver_then_resume(
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
+        rest = proc.stdout.read() if proc.stdout is not None else ""
         if proc.stdout is not None:
             proc.stdout.close()
-    assert len({d for d in acked}) < 132, "the kill came after the end"
+    assert "done" not in rest, "the kill came after the end"
 
     again = child(data, corpus)
     out, _ = again.communicate(timeout=600)
