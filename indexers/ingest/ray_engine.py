@@ -24,7 +24,6 @@ import dataclasses
 import datetime as dt
 import itertools
 import json
-import logging
 import pickle
 import time
 import uuid
@@ -53,7 +52,6 @@ from indexers.text.lexical import Analyzer
 from indexers.tiers.cold_segment import ColdLookup, write_segment
 from indexers.tiers.edge_shard import point_parts
 
-log = logging.getLogger(__name__)
 Row = dict[str, Any]
 
 

@@ -12,7 +12,6 @@ import contextlib
 import dataclasses
 import datetime as dt
 import json
-import logging
 import os
 import pickle
 import tempfile
@@ -46,7 +45,6 @@ from indexers.tiers.kmeans import torch_kmeans
 from indexers.tiers.local_cold import LocalColdTier
 from indexers.tiers.qdrant_edge import QdrantEdgeTier
 
-log = logging.getLogger(__name__)
 Key = tuple[str, str]
 # Many worker processes tokenize at once: each one single-threaded (no oversubscription).
 RUNTIME_ENV = {"env_vars": {"TOKENIZERS_PARALLELISM": "false"}}
