@@ -1,0 +1,189 @@
+"""The Ray engine's owner side: each row written in order, documents acknowledged once durable.
+
+For a row (one unit of input) the owner adopts its cold-tier segment, upserts its hot-tier points,
+compares what no worker could read, deletes stale chunks, and keeps the documents' results until
+the next tantivy commit, then reports them (``on_batch``). Used by ``RayPipeline.ingest``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from indexers.ingest.pipeline import DocResult, IngestReport, OnBatch
+from indexers.ingest.prepare import Status
+from indexers.records import EmbeddedChunk, StoredChunk, TierName
+from indexers.tiers.base import StoreTier
+from indexers.tiers.edge_shard import PointParts
+from indexers.tiers.local_cold import LocalColdTier
+from indexers.tiers.qdrant_edge import QdrantEdgeTier
+
+Key = tuple[str, str]
+
+
+@dataclass(slots=True)
+class _Pending:
+    results: list[DocResult] = field(default_factory=list)
+    chunks: int = 0
+
+
+class Writer:
+    """The owner's side: writes rows in order, acknowledges after each tantivy commit."""
+
+    def __init__(
+        self,
+        tiers: Mapping[TierName, StoreTier],
+        report: IngestReport,
+        *,
+        commit_chunks: int,
+        on_batch: OnBatch | None,
+        collect: bool,
+        read_by_workers: Iterable[TierName],
+    ) -> None:
+        self._tiers = tiers
+        cold = tiers.get("cold")
+        self._cold = cold if isinstance(cold, LocalColdTier) else None
+        self._commit_every = commit_chunks
+        self._report = report
+        self._on_batch = on_batch
+        self._collect = collect
+        self._unread = [t for t in self._tiers if t not in set(read_by_workers)]
+        self._seen: set[Key] = set()
+        self._changed: set[Key] = set()  # documents this run wrote
+        self.redo: dict[Key, str] = {}  # documents to compare again after the run → their unit
+        self._pending = _Pending()
+
+    async def write(self, batch: dict[str, Any]) -> None:
+        for i in range(len(batch["meta"])):
+            row = {k: batch[k][i] for k in batch}
+            row.update(pickle.loads(row.pop("meta")))
+            row["hot"] = pickle.loads(row["hot"])
+            await self._row(row)
+        if self._pending.chunks >= self._commit_every:
+            await self.commit()
+
+    async def _row(self, row: dict[str, Any]) -> None:
+        report = self._report
+        for stage in ("prepare", "embed", "build"):
+            report.stage_seconds[stage] = report.stage_seconds.get(stage, 0.0) + float(row[f"{stage}_s"])
+        results: list[DocResult] = list(row["results"])
+        checks = list(row["check"])
+        again = {(t, d) for t, d, _, _ in checks if (t, d) in self._seen}
+        held = await self._held(checks, again)
+        embedded: list[tuple[TierName, EmbeddedChunk, PointParts | None]] = list(row["hot"])
+        hot = [(t, e, p) for t, e, p in embedded if _held_hash(held, t, e) != e.chunk.content_hash]
+        began = time.perf_counter()
+        path, cold_n = str(row["segment"]), int(row["segment_rows"])
+        if path:
+            assert self._cold is not None
+            await asyncio.to_thread(self._cold.local.adopt, Path(path))
+            await asyncio.to_thread(Path(path).unlink, missing_ok=True)
+        await self._upsert(hot)
+        stale = {(t, tenant, cid) for t, tenant, cid in row["stale"]}
+        for tenant, doc_id, tier, new_ids in checks:
+            keep = {(tier, cid) for cid in new_ids}
+            for key in held.get((tenant, doc_id), {}):
+                if key not in keep and (new_ids or key[0] != tier):
+                    stale.add((key[0], tenant, key[1]))
+        await self._delete(stale)
+        report.timed("write", began)
+        self._seen.update((t, d) for t, d, _, _ in checks)
+        written = {(e.chunk.tenant, e.chunk.doc_id) for _, e, _ in hot}
+        restated = [r for r in _restated(results, held, stale, written) if not self._repeated(r, row["unit"])]
+        self._changed.update((r.tenant or "", r.id) for r in restated if r.status in ("created", "updated"))
+        self._pending.results += restated
+        self._pending.chunks += cold_n + len(hot)
+        report.chunks_written += cold_n + len(hot)
+        report.chunks_embedded += cold_n + len(embedded)
+
+    def _repeated(self, r: DocResult, unit: str) -> bool:
+        """A copy found unchanged by a worker that compared it before an earlier copy of the same
+        id in this run was written: what is stored now is that earlier copy. Kept for ``_redo``."""
+        key = (r.tenant or "", r.id)
+        if r.status != "unchanged" or key not in self._changed:
+            return False
+        self.redo[key] = unit
+        return True
+
+    async def _upsert(self, items: Sequence[tuple[TierName, EmbeddedChunk, PointParts | None]]) -> None:
+        for name in {t for t, _, _ in items}:
+            tier = self._tiers[name]
+            mine = [(e, p) for t, e, p in items if t == name]
+            parts = [p for _, p in mine if p is not None]
+            if isinstance(tier, QdrantEdgeTier) and len(parts) == len(mine):
+                await tier.upsert_parts(parts)
+            else:
+                await tier.upsert([e for e, _ in mine])
+
+    async def _held(
+        self, checks: Sequence[tuple[str, str, TierName, list[str]]], again: set[Key]
+    ) -> dict[Key, dict[tuple[TierName, str], str]]:
+        """What the tiers no worker could read hold of these documents (and, for a document seen
+        earlier in this run, what every tier holds now)."""
+        out: dict[Key, dict[tuple[TierName, str], str]] = {}
+        by_tenant: dict[str, list[str]] = {}
+        for tenant, doc_id, _, _ in checks:
+            by_tenant.setdefault(tenant, []).append(doc_id)
+        for tenant, ids in by_tenant.items():
+            for name, tier in self._tiers.items():
+                wanted = ids if name in self._unread else [d for d in ids if (tenant, d) in again]
+                if not wanted:
+                    continue
+                stored: list[StoredChunk] = await tier.fetch(tenant, wanted)
+                for c in stored:
+                    out.setdefault((tenant, c.doc_id), {})[(name, c.chunk_id)] = c.content_hash
+        return out
+
+    async def _delete(self, stale: set[tuple[TierName, str, str]]) -> None:
+        groups: dict[tuple[TierName, str], list[str]] = {}
+        for tier, tenant, cid in stale:
+            groups.setdefault((tier, tenant), []).append(cid)
+        for (tier, tenant), ids in groups.items():
+            await self._tiers[tier].delete(tenant, sorted(ids))
+
+    async def commit(self) -> None:
+        """tantivy commits what was adopted; those documents are now durable and searchable."""
+        if self._cold is not None:
+            began = time.perf_counter()
+            await asyncio.to_thread(self._cold.local.bulk_commit)
+            self._report.timed("commit", began)
+        pending, self._pending = self._pending, _Pending()
+        if not pending.results:
+            return
+        self._report.add(pending.results, self._collect)
+        if self._on_batch is not None:
+            done = self._on_batch(pending.results, self._report)
+            if done is not None:
+                await done
+
+
+def _held_hash(
+    held: Mapping[Key, Mapping[tuple[TierName, str], str]], tier: TierName, e: EmbeddedChunk
+) -> str:
+    return held.get((e.chunk.tenant, e.chunk.doc_id), {}).get((tier, e.chunk.chunk_id), "")
+
+
+def _restated(
+    results: list[DocResult],
+    held: Mapping[Key, Mapping[Any, str]],
+    stale: set[tuple[TierName, str, str]],
+    written: set[Key],
+) -> list[DocResult]:
+    """A document's status, knowing also what the tiers no worker read held of it."""
+    gone = {(tenant, cid.rsplit("#", 1)[0]) for _, tenant, cid in stale}
+    out = []
+    for r in results:
+        key = (r.tenant or "", r.id)
+        status: Status = r.status
+        if r.status != "failed" and held.get(key):
+            changed = key in gone or key in written or r.status == "updated"
+            status = "updated" if changed else "unchanged"
+        elif r.status == "unchanged" and key in gone:
+            status = "updated"
+        out.append(DocResult(r.id, status, r.chunks, r.tier, r.error, r.tenant))
+    return out
