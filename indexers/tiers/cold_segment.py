@@ -30,6 +30,10 @@ from indexers.tiers.cold_store import day_number
 
 COLUMNS = "tenant, chunk_id, doc_id, n, text, title, metadata, content_hash, year, day, terms, vector"
 _SEGMENT_SCHEMA = f"CREATE TABLE chunks ({COLUMNS}); CREATE TABLE kw (tenant, chunk_id, kw);"
+# A chunk written again keeps its row (and seq): every stored column but the key takes the new value.
+ON_CONFLICT = "ON CONFLICT (tenant, chunk_id) DO UPDATE SET " + ", ".join(
+    f"{c}=excluded.{c}" for c in [*COLUMNS.split(", ")[2:], "version"]
+)
 
 
 def row_of(item: EmbeddedChunk, analyzer: Analyzer) -> tuple[Any, ...]:
@@ -75,10 +79,7 @@ def adopt(conn: sqlite3.Connection, version: int) -> int:
     """Copy the attached segment ``seg`` into the tier, inside the caller's transaction."""
     conn.execute(
         f"INSERT INTO chunks ({COLUMNS}, version) SELECT {COLUMNS}, ? FROM seg.chunks WHERE true "
-        "ON CONFLICT (tenant, chunk_id) DO UPDATE SET doc_id=excluded.doc_id, n=excluded.n, "
-        "text=excluded.text, title=excluded.title, metadata=excluded.metadata, "
-        "content_hash=excluded.content_hash, year=excluded.year, day=excluded.day, "
-        "terms=excluded.terms, vector=excluded.vector, version=excluded.version",
+        + ON_CONFLICT,
         (version,),
     )
     conn.execute("DELETE FROM chunk_kw WHERE seq IN (SELECT seq FROM chunks WHERE version = ?)", (version,))

@@ -33,7 +33,7 @@ from indexers.records import EmbeddedChunk, StoredChunk, Vector, chunk_key
 from indexers.text.lexical import Analyzer
 from indexers.tiers.base import DatedDocument, LegResults
 from indexers.tiers.cold_lexical import LexicalIndex
-from indexers.tiers.cold_segment import COLUMNS, ColdLookup, adopt, row_of
+from indexers.tiers.cold_segment import COLUMNS, ON_CONFLICT, ColdLookup, adopt, row_of
 from indexers.tiers.cold_store import ROW_COLUMNS, Store, filter_sql, lexical_rows, tombstones
 from indexers.tiers.cold_vectors import KMeans, VectorIndex
 from indexers.tiers.query import Filters, HitRef, LegHit, SearchQuery
@@ -137,10 +137,7 @@ class LocalCold:
         row = row_of(item, self._analyzer)
         (seq,) = conn.execute(
             f"INSERT INTO chunks ({COLUMNS}, version) VALUES ({','.join('?' * 13)}) "
-            "ON CONFLICT (tenant, chunk_id) DO UPDATE SET doc_id=excluded.doc_id, n=excluded.n, "
-            "text=excluded.text, title=excluded.title, metadata=excluded.metadata, "
-            "content_hash=excluded.content_hash, year=excluded.year, day=excluded.day, "
-            "terms=excluded.terms, vector=excluded.vector, version=excluded.version RETURNING seq",
+            f"{ON_CONFLICT} RETURNING seq",
             (*row, version),
         ).fetchone()
         kws = item.chunk.keywords()
