@@ -113,10 +113,17 @@ def untruncated(tokenizer: Any) -> Any:
     return tokenizer
 
 
+def encode_plain(counter: Any, texts: Sequence[str]) -> list[Any]:
+    """Encodings without special tokens; without character offsets where the tokenizer can skip
+    them (``encode_batch_fast``, tokenizers ≥ 0.21: the same ids, a fifth less time)."""
+    backend = counter.backend_tokenizer
+    encode = getattr(backend, "encode_batch_fast", backend.encode_batch)
+    return list(encode(list(texts), add_special_tokens=False))
+
+
 def count_tokens(counter: Any, texts: Sequence[str]) -> list[int]:
     """Tokens per text without special tokens, counted in Rust without building id lists."""
-    encodings = counter.backend_tokenizer.encode_batch(list(texts), add_special_tokens=False)
-    return [len(e) for e in encodings]
+    return [len(e) for e in encode_plain(counter, texts)]
 
 
 def packaged_model_path() -> Path:
@@ -199,9 +206,7 @@ class Tokenizers:
         """Token ids of each text, no special tokens, untruncated (what ``count`` counts)."""
         if not texts:
             return []
-        return [
-            e.ids for e in self.counter.backend_tokenizer.encode_batch(list(texts), add_special_tokens=False)
-        ]
+        return [e.ids for e in encode_plain(self.counter, texts)]
 
     def joinable(self) -> tuple[int, int] | None:
         """(first, last) special token ids when the ids of a text are its words' ids joined: a
