@@ -21,6 +21,21 @@ from rag_router.services import Services
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorEnvelope} for code in (401, 404, 413, 422, 503)
 }
+# One server-sent event: its name (none for chat's OpenAI-style chunks) and its data (JSON text,
+# or chat's final "[DONE]").
+SSE_EVENT: dict[str, Any] = {
+    "type": "object",
+    "properties": {"event": {"type": "string"}, "data": {"type": "string"}, "id": {"type": "string"}},
+    "required": ["data"],
+}
+# Endpoints that answer ``"stream": true`` with server-sent events.
+STREAMED_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **ERROR_RESPONSES,
+    200: {
+        "description": 'JSON, or with "stream": true server-sent events',
+        "content": {"text/event-stream": {"schema": SSE_EVENT}},
+    },
+}
 
 
 async def services(request: Request) -> Services:

@@ -90,6 +90,10 @@ def install(app: FastAPI) -> None:
         if exc.status_code == 400 and message == "There was an error parsing the body":
             # FastAPI's answer to a body it cannot decode (not UTF-8): the same 422 as bad JSON
             return envelope(request, 422, "invalid_json", "the body is not UTF-8 encoded JSON", kind)
+        if exc.status_code == 400 and "multipart" in message.lower():
+            # Starlette's answer to a form it cannot parse: a body that does not fit, like bad JSON
+            message = f"{message} (expected multipart/form-data)"
+            return envelope(request, 422, "invalid_multipart", message, kind)
         if exc.status_code in (404, 405) and message in ("Not Found", "Method Not Allowed"):
             message = f"{message}: no {request.method} {request.url.path} (the endpoints: /docs)"
         return envelope(request, exc.status_code, code, message, kind)

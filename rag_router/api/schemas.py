@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.config import JsonDict
 
 from indexers.ingest.ledger import JobState
 from indexers.records import parse_date
@@ -14,11 +15,25 @@ from rag_router.search.flow import SearchOutcome
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body: unknown fields refused, and no lax coercion (``0`` is not ``false``, ``true``
+    is not ``1``): what the schema says is what is accepted."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+# Documented in the schema (a JSON Schema pattern matches anywhere); checked by the validators
+# below, whose message says what is wrong in words.
+NOT_BLANK: JsonDict = {"pattern": r"\S"}
 
 
 class SearchRequest(Strict):
-    query: str = Field(..., min_length=1, max_length=4096, description="the question or keywords")
+    query: str = Field(
+        ...,
+        min_length=1,
+        max_length=4096,
+        description="the question or keywords",
+        json_schema_extra=NOT_BLANK,
+    )
     top_k: int = Field(10, ge=1, le=100, description="hits to return")
     route: Literal["auto", "hot", "cold", "both"] = Field("auto", description="tiers to search")
     filters: dict[str, Any] | None = Field(
@@ -98,7 +113,7 @@ class SearchResponse(BaseModel):
 
 class DocumentIn(Strict):
     id: str | None = Field(None, min_length=1, max_length=512, description="defaults to a content hash")
-    text: str = Field(..., description="the document's text")
+    text: str = Field(..., description="the document's text", json_schema_extra=NOT_BLANK)
     title: str | None = Field(None, max_length=2048)
     metadata: dict[str, Any] = Field(
         default_factory=dict, description='e.g. {"date": "2024-05-01", "tags": ["x"]}'
@@ -241,8 +256,7 @@ class ErrorEnvelope(BaseModel):
 # /v1/answer ------------------------------------------------------------------------------------
 
 
-class ConstraintsIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ConstraintsIn(Strict):
     max_words: int | None = Field(None, ge=1, le=5000)
     max_chars: int | None = Field(None, ge=1, le=20000)
     max_sentences: int | None = Field(None, ge=1, le=200)

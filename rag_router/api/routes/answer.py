@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from rag_router.answer.flow import AnswerParams
-from rag_router.api.deps import ERROR_RESPONSES, Svc, Tenant, answer_params
+from rag_router.api.deps import STREAMED_RESPONSES, Svc, Tenant, answer_params
 from rag_router.api.errors import error_response
 from rag_router.api.schemas import AnswerRequest, AnswerResponse, SearchResponse
 from rag_router.errors import RagError
@@ -19,7 +19,7 @@ from rag_router.services import Services
 router = APIRouter()
 
 
-@router.post("/v1/answer", response_model=AnswerResponse, responses=ERROR_RESPONSES)
+@router.post("/v1/answer", response_model=AnswerResponse, responses=STREAMED_RESPONSES)
 async def answer(body: AnswerRequest, request: Request, svc: Svc, tenant: Tenant) -> Any:
     params = answer_params(body, request, tenant, body.constraints)
     if not body.stream:

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse
 
 from rag_router.answer.flow import AnswerOutcome, AnswerParams
-from rag_router.api.deps import ERROR_RESPONSES, Svc, Tenant, answer_params
+from rag_router.api.deps import STREAMED_RESPONSES, Svc, Tenant, answer_params
 from rag_router.api.schemas import ChatRequest, SearchRequest, SearchResponse
 from rag_router.errors import InvalidRequest
 from rag_router.services import Services
@@ -45,7 +45,7 @@ def _rag_extension(result: AnswerOutcome) -> dict[str, Any]:
     }
 
 
-@router.post("/v1/chat/completions", responses=ERROR_RESPONSES)
+@router.post("/v1/chat/completions", responses=STREAMED_RESPONSES)
 async def chat_completions(body: ChatRequest, request: Request, svc: Svc, tenant: Tenant) -> Any:
     query = SearchRequest(query=_last_user_text(body), top_k=svc.settings.llm.sources)
     params = answer_params(query, request, tenant, None)

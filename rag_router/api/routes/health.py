@@ -33,6 +33,10 @@ async def readyz(svc: Svc) -> JSONResponse:
     return JSONResponse(body, status_code=200 if ready else 503)
 
 
-@router.get("/metrics")
+@router.get(
+    "/metrics",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
 async def metrics(svc: Svc) -> Response:
     return PlainTextResponse(svc.metrics.render(), media_type="text/plain; version=0.0.4")
