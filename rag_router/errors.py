@@ -5,7 +5,8 @@ RagError
 ├── NotFound                no such document / job
 ├── PayloadTooLarge         body or batch over the configured bound
 ├── Unauthorized            missing or unknown API key
-└── BackendUnavailable      no retrieval backend could answer (retry later)
+├── BackendUnavailable      no retrieval backend could answer (retry later)
+└── InsufficientStorage     the data dir's disk is under its floor: writes refused (retry later)
 """
 
 from __future__ import annotations
@@ -39,5 +40,13 @@ class BackendUnavailable(RagError):
     code = "backend_unavailable"
 
     def __init__(self, message: str, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class InsufficientStorage(RagError):
+    code = "insufficient_storage"
+
+    def __init__(self, message: str, retry_after_s: int = 30) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s

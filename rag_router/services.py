@@ -30,13 +30,15 @@ from indexers.ingest.retier import RetierReport
 from indexers.ingest.retier import retier as run_retier
 from indexers.manifest import IndexManifest, check_manifest
 from indexers.records import TierName
+from indexers.storage import DiskGuard, disk_full
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
-from indexers.tiers.base import Tier, TierUnavailable
+from indexers.tiers.base import Tier, TierError, TierUnavailable
 from indexers.tiers.local_cold import LocalColdTier
 from indexers.tiers.qdrant_edge import QdrantEdgeTier
 from rag_router.answer.flow import Answerer
 from rag_router.answer.llm import LLMClient
+from rag_router.errors import BackendUnavailable, InsufficientStorage, RagError
 from rag_router.metrics import Metrics
 from rag_router.search.flow import Searcher
 from rag_router.search.route import Policy
@@ -135,6 +137,21 @@ def query_models(embedder: Embedder, workers: int) -> tuple[list[Embedder], Embe
     return lane, embedder.with_threads(cores, max_batch=QUERY_PASS) if workers > 1 else None
 
 
+def service_error(exc: BaseException) -> RagError | None:
+    """A storage engine's failure as the service's error: out of disk space → 507 (the guard's
+    refusal or a write that failed for lack of space), any other engine failure → 503."""
+    if disk_full(exc):
+        return InsufficientStorage(str(exc))
+    if isinstance(exc, TierError):
+        return BackendUnavailable(f"a storage engine failed: {exc}")
+    return None
+
+
+def disk_guard(settings: Settings) -> DiskGuard:
+    """Writes refused while the data dir's file system is under ``storage.min_free_mb``."""
+    return DiskGuard(settings.data_dir, settings.storage.min_free_mb * 2**20)
+
+
 def build_tiers(settings: Settings, dim: int, analyzer: Analyzer) -> dict[TierName, Tier]:
     """Server engines where a URL is set, embedded engines otherwise; no code change to switch."""
     return {"hot": _hot_tier(settings, dim, analyzer), "cold": _cold_tier(settings, dim, analyzer)}
@@ -165,6 +182,7 @@ def _hot_tier(settings: Settings, dim: int, analyzer: Analyzer) -> Tier:
         fresh_limit=q.fresh_limit,
         compaction=q.compaction,
         nice=settings.thread_nice // 2,
+        guard=disk_guard(settings),
     )
 
 
@@ -210,6 +228,7 @@ def build_pipeline(
         batch_chunks=settings.ingest.batch_chunks,
         queue_batches=settings.ingest.queue_batches,
         cache=cache,
+        guard=disk_guard(settings),
     )
 
 
@@ -290,6 +309,7 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         lease_s=settings.jobs.lease_s,
         poll_s=settings.jobs.poll_s,
         recover=not shared_store(settings) and not settings.jobs.url,
+        guard=disk_guard(settings),
     )
     answerer = Answerer(
         searcher=searcher,

@@ -98,6 +98,15 @@ class ChunkSettings(BaseModel):
     overlap_tokens: int = Field(32, ge=0)
 
 
+class StorageSettings(BaseModel):
+    min_free_mb: int = Field(
+        256,
+        ge=0,
+        description="writes get 507 while the data dir's file system has less free (the embedded "
+        "engines map files and die of SIGBUS on a full disk); searches go on; 0 disables",
+    )
+
+
 class IngestSettings(BaseModel):
     batch_chunks: int = Field(
         512, ge=1, description="chunks per pipeline batch (one embedder call; larger on GPU)"
@@ -174,6 +183,7 @@ class Settings(BaseSettings):
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
     jobs: JobsSettings = Field(default_factory=JobsSettings)
     tiers: TierSettings = Field(default_factory=TierSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)

@@ -8,6 +8,7 @@ from its pending documents. Those written but not yet marked are compared by con
 skipped, so nothing is embedded twice and nothing is duplicated.
 
 Within one job, a document id given twice keeps its last copy (``total`` counts unique ids).
+A job that runs out of disk space goes back to the queue and resumes once space returns.
 Cancelling stops a running job between batches, on whichever replica runs it; documents already
 written stay.
 """
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from indexers.ingest.ledger import JobState, JobStatus, Ledger
 from indexers.ingest.pipeline import DocResult, IngestReport, Pipeline, Placement
 from indexers.records import Document
+from indexers.storage import DiskFull, DiskGuard
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +61,10 @@ class JobRunner:
         lease_s: float = 30.0,
         poll_s: float = 1.0,
         recover: bool = True,
+        guard: DiskGuard | None = None,
     ) -> None:
         self.ledger = ledger
+        self._guard = guard  # under its floor no job is claimed; a job that runs out of space waits
         self._pipeline = pipeline
         self._on_batch = on_batch  # (results, chunks written): for metrics
         self.lease_s = lease_s
@@ -99,6 +103,9 @@ class JobRunner:
         if self._recover:
             await self._retrying(self.ledger.recover)
         while True:
+            if self._guard is not None and self._guard.low():  # jobs wait for space, not fail
+                await asyncio.sleep(self._poll_s)
+                continue
             try:
                 job_id = await asyncio.to_thread(self.ledger.claim, self.name, self.lease_s)
             except Exception:
@@ -177,6 +184,11 @@ class JobRunner:
                 )
         except asyncio.CancelledError:
             raise  # shutting down: close() gives the job back
+        except DiskFull as exc:  # back to the queue: resumed from its pending documents once space returns
+            log.warning("ingest job %s paused: %s", job_id, exc)
+            with contextlib.suppress(Exception):  # if that fails, the lease expires instead
+                await asyncio.to_thread(self.ledger.release, job_id, self.name)
+            await asyncio.sleep(self._poll_s)
         except Exception as exc:  # a tier, the embedder or the ledger failed: the job fails
             log.exception("ingest job %s failed", job_id)
             with contextlib.suppress(Exception):  # if even that fails, the lease expires instead

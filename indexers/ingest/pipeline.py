@@ -21,6 +21,7 @@ be written before it compares, so two versions in one run never leave a stale ch
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import time
@@ -35,6 +36,7 @@ from indexers.embed.embedder import AsyncEmbedder
 from indexers.ingest.load import LoadFailure
 from indexers.ingest.prepare import Status, chunk_documents, diff, document_hash, unchanged, with_structure
 from indexers.records import DOC_HASH, Chunk, Document, EmbeddedChunk, StoredChunk, TierName
+from indexers.storage import DiskFull, DiskGuard, disk_full
 from indexers.text.chunk import Chunker
 from indexers.tiers.base import StoreTier
 
@@ -132,8 +134,10 @@ class Pipeline:
         batch_chunks: int = 512,
         queue_batches: int = 2,
         cache: EmbeddingCache | None = None,
+        guard: DiskGuard | None = None,
     ) -> None:
         self._embedder = embedder
+        self._guard = guard
         self._chunker = chunker
         self._tiers = tiers
         self._hot_window_days = hot_window_days
@@ -186,12 +190,15 @@ class Pipeline:
                     if done is not None:
                         await done
 
-        async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(
-                self._plan_stage(iter(documents), placement, planned, in_flight, cancel, report)
-            )
-            tasks.create_task(self._embed_stage(planned, embedded, report, cancel))
-            tasks.create_task(write_stage())
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(
+                    self._plan_stage(iter(documents), placement, planned, in_flight, cancel, report)
+                )
+                tasks.create_task(self._embed_stage(planned, embedded, report, cancel))
+                tasks.create_task(write_stage())
+        except ExceptionGroup as group:  # one stage failed and the others were stopped: its error
+            raise group.exceptions[0] from None
         if optimize and not report.cancelled:
             await asyncio.gather(*(tier.optimize() for tier in self._tiers.values()))
         report.seconds = time.perf_counter() - started
@@ -227,8 +234,10 @@ class Pipeline:
                 report.timed("diff", began)
                 in_flight.update(dict.fromkeys(batch.keys, batch))
                 await out.put(batch)
-        finally:
-            await out.put(None)
+        except BaseException:
+            _end(out)
+            raise
+        await out.put(None)
 
     def _read_batch(
         self, documents: Iterator[Document | LoadFailure], placement: Placement | Placer
@@ -316,8 +325,10 @@ class Pipeline:
                     report.chunks_cached += cached
                     report.chunks_embedded += len(texts) - cached
                 await out.put(batch)
-        finally:
-            await out.put(None)
+        except BaseException:
+            _end(out)
+            raise
+        await out.put(None)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Passage vectors, from the cache where it has them (also used by ``retier``)."""
@@ -341,6 +352,19 @@ class Pipeline:
     # stage 3: write ---------------------------------------------------------------------------
 
     async def _write(self, batch: _Batch) -> None:
+        """Write one batch; nothing of it is acknowledged unless all of it is written."""
+        if self._guard is not None:
+            self._guard.check()  # under the floor: refuse before a memory-mapped write can fault
+        try:
+            await self._write_tiers(batch)
+        except DiskFull:
+            raise
+        except Exception as exc:
+            if disk_full(exc):
+                raise DiskFull(f"the data dir's file system is full: {exc}") from exc
+            raise
+
+    async def _write_tiers(self, batch: _Batch) -> None:
         if batch.to_embed:
             assert batch.vectors is not None
             by_tier: dict[TierName, list[EmbeddedChunk]] = {}
@@ -352,3 +376,11 @@ class Pipeline:
             groups.setdefault((tier, tenant), []).append(chunk_id)
         for (tier, tenant), ids in groups.items():
             await self._tiers[tier].delete(tenant, ids)
+
+
+def _end(queue: asyncio.Queue[_Batch | None]) -> None:
+    """A stage stopped by an error or a cancel: tell the next stage if there is room. Waiting for
+    room could wait for ever: the next stage may be the one that failed (the task group then
+    stops it anyway)."""
+    with contextlib.suppress(asyncio.QueueFull):
+        queue.put_nowait(None)

@@ -32,6 +32,7 @@ from typing import Literal
 import qdrant_edge as qe
 
 from indexers.records import DOC_HASH, EmbeddedChunk, StoredChunk
+from indexers.storage import DiskGuard
 from indexers.text.lexical import Analyzer
 from indexers.tiers import edge_shard as es
 from indexers.tiers import qdrant_points as qp
@@ -276,7 +277,9 @@ class QdrantEdgeTier(ThreadedTier):
         max_sealed: int = 4,
         compaction: Compaction = "subprocess",
         nice: int = 0,
+        guard: DiskGuard | None = None,
     ) -> None:
+        self._guard = guard  # no shard build under its floor (the build maps tens of MB)
         config = es.ShardConfig(dim=dim, indexing_threshold_kb=indexing_threshold_kb)
         self.shards = EdgeShards(
             path, config=config, analyzer=analyzer, avg_len=avg_len, hnsw_ef=hnsw_ef, max_sealed=max_sealed
@@ -302,6 +305,9 @@ class QdrantEdgeTier(ThreadedTier):
 
     async def _seal_when_full(self) -> None:
         full = await self.run(self.shards.fresh_size) >= self._fresh_limit
+        if full and self._guard is not None and self._guard.low():
+            log.warning("hot tier: fresh shard full, sealing postponed: the disk is under its floor")
+            return
         if full and (self._background is None or self._background.done()):  # after the await
             self._background = asyncio.create_task(self.compact(merge=False))
 

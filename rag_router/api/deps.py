@@ -15,12 +15,14 @@ from rag_router.api.schemas import ConstraintsIn, DocumentsRequest, ErrorEnvelop
 from rag_router.errors import Unauthorized
 from rag_router.search.filters import parse_filters
 from rag_router.search.flow import SearchParams
-from rag_router.services import Services
+from rag_router.services import Services, disk_guard, service_error
 
 # The error responses every endpoint documents in the OpenAPI schema (the one envelope).
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorEnvelope} for code in (401, 404, 413, 422, 503)
+    code: {"model": ErrorEnvelope} for code in (401, 404, 413, 422, 429, 503)
 }
+# ... and of the endpoints that write: 507 while the data dir's disk is under its floor.
+WRITE_RESPONSES: dict[int | str, dict[str, Any]] = {**ERROR_RESPONSES, 507: {"model": ErrorEnvelope}}
 # One server-sent event: its name (none for chat's OpenAI-style chunks) and its data (JSON text,
 # or chat's final "[DONE]").
 SSE_EVENT: dict[str, Any] = {
@@ -57,8 +59,18 @@ async def tenant(request: Request) -> str:
     raise Unauthorized("missing or unknown API key (Authorization: Bearer <key>)")
 
 
+async def writable(request: Request, tenant: Annotated[str, Depends(tenant)]) -> None:
+    """Refuse a write (507) while the data dir's file system is under ``storage.min_free_mb``;
+    asked after the key, so that only a caller with a key learns about the disk."""
+    try:
+        disk_guard(request.app.state.settings).check()
+    except Exception as exc:
+        raise service_error(exc) or exc from exc
+
+
 Svc = Annotated[Services, Depends(services)]
 Tenant = Annotated[str, Depends(tenant)]
+Writable = Depends(writable)
 
 
 def search_params(body: SearchRequest, request: Request, tenant: str) -> SearchParams:

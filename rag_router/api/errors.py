@@ -15,12 +15,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rag_router.errors import (
     BackendUnavailable,
+    InsufficientStorage,
     InvalidRequest,
     NotFound,
     PayloadTooLarge,
     RagError,
     Unauthorized,
 )
+from rag_router.services import service_error
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +32,7 @@ STATUS: dict[type[RagError], int] = {
     PayloadTooLarge: 413,
     Unauthorized: 401,
     BackendUnavailable: 503,
+    InsufficientStorage: 507,
 }
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large", 401: "unauthorized"}
 
@@ -42,7 +45,8 @@ def status_of(exc: RagError) -> int:
 def error_response(request: Request, exc: RagError) -> JSONResponse:
     """A service error as its envelope (Retry-After on 503)."""
     status = status_of(exc)
-    headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, BackendUnavailable) else None
+    retry = isinstance(exc, (BackendUnavailable, InsufficientStorage))
+    headers = {"Retry-After": str(exc.retry_after_s)} if retry else None  # type: ignore[attr-defined]
     kind = "client_error" if status < 500 else "server_error"
     return envelope(request, status, exc.code, exc.message, kind, headers)
 
@@ -100,5 +104,9 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        known = service_error(exc)  # a storage engine failed and no flow caught it: 507 or 503
+        if known is not None:
+            log.warning("request_id=%s: %s", request_id(request), exc)
+            return error_response(request, known)
         log.exception("unhandled error request_id=%s", request_id(request))
         return envelope(request, 500, "internal_error", "internal error", "server_error")

@@ -4,11 +4,14 @@ import asyncio
 import datetime as dt
 from pathlib import Path
 
+import pytest
+
 from indexers.embed.cache import EmbeddingCache
 from indexers.embed.embedder import AsyncEmbedder
 from indexers.ingest.load import LoadFailure, load_paths
 from indexers.ingest.pipeline import IngestReport, Pipeline, place
 from indexers.records import Document
+from indexers.storage import DiskFull
 from indexers.text.chunk import Chunker
 from indexers.tiers.base import Tier
 from tests.conftest import CountingEmbedder
@@ -173,3 +176,40 @@ async def test_a_half_broken_batch_lands_every_good_document(
     landed = {"j1", "j2", "good.md", "good.html"}
     assert {r.id for r in report.results if r.status == "created"} == landed
     assert {c.doc_id for c in await tiers["hot"].fetch("default", sorted(landed))} == landed
+
+
+class BreaksAfter:
+    """A tier whose upserts fail after the first ``ok`` ones (an engine that went away)."""
+
+    def __init__(self, inner: Tier, ok: int, error: Exception) -> None:
+        self.inner, self.ok, self.error = inner, ok, error
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    async def upsert(self, chunks: object) -> None:
+        if self.ok <= 0:
+            raise self.error
+        self.ok -= 1
+        await self.inner.upsert(chunks)  # type: ignore[arg-type]
+
+
+async def test_a_tier_that_fails_mid_run_stops_the_run_with_its_error(
+    counting_embedder: CountingEmbedder, tiers: dict[str, Tier]
+) -> None:
+    """The failure reaches the caller as itself (not hidden in a group) and nothing waits for ever
+    on a stage that stopped: every queue between the stages is full when the write fails."""
+    broken = BreaksAfter(tiers["hot"], ok=1, error=DiskFull("no room"))
+    p = pipeline(counting_embedder, {"hot": broken}, batch_chunks=2)  # type: ignore[dict-item]
+    docs = [Document(f"d{i}", long_text(f"doc {i}", 4)) for i in range(60)]
+    written: list[int] = []
+
+    def seen(results: object, report: IngestReport) -> None:
+        written.append(report.documents)
+
+    async with asyncio.timeout(300):  # a hang is the failure this test exists for
+        with pytest.raises(DiskFull, match="no room"):
+            await p.ingest(docs, on_batch=seen)
+    assert len(written) == 1  # the one batch written was acknowledged, nothing after it
+    stored = {c.doc_id for c in await tiers["hot"].fetch("default", [d.id for d in docs])}
+    assert len(stored) == written[0] > 0  # the acknowledged batch, and nothing of the refused one

@@ -8,15 +8,17 @@ from fastapi import APIRouter
 
 from indexers.records import SYSTEM_METADATA, StoredChunk, TierName
 from indexers.text.chunk import rebuild
-from rag_router.api.deps import ERROR_RESPONSES, Svc, Tenant, documents_of
+from rag_router.api.deps import ERROR_RESPONSES, WRITE_RESPONSES, Svc, Tenant, Writable, documents_of
 from rag_router.api.schemas import ChunkOut, DocumentOut, DocumentResult, DocumentsRequest, DocumentsResponse
 from rag_router.errors import NotFound, PayloadTooLarge
-from rag_router.services import Services
+from rag_router.services import Services, service_error
 
 router = APIRouter()
 
 
-@router.post("/v1/documents", response_model=DocumentsResponse, responses=ERROR_RESPONSES)
+@router.post(
+    "/v1/documents", response_model=DocumentsResponse, responses=WRITE_RESPONSES, dependencies=[Writable]
+)
 async def add_documents(body: DocumentsRequest, svc: Svc, tenant: Tenant) -> DocumentsResponse:
     limit = svc.settings.max_documents_per_request
     if len(body.documents) > limit:
@@ -24,7 +26,10 @@ async def add_documents(body: DocumentsRequest, svc: Svc, tenant: Tenant) -> Doc
             f"{len(body.documents)} documents in one request; at most {limit} (use /v1/ingest/jobs)"
         )
     docs = documents_of(body, tenant)
-    report = await svc.pipeline.ingest(docs, placement=body.tier, collect=True)
+    try:
+        report = await svc.pipeline.ingest(docs, placement=body.tier, collect=True)
+    except Exception as exc:  # nothing of the request is acknowledged
+        raise service_error(exc) or exc from exc
     svc.metrics.count_ingest(report.results, report.chunks_written)
     return DocumentsResponse(
         results=[

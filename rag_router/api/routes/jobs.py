@@ -18,7 +18,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from indexers.ingest.ledger import JobState
 from indexers.ingest.load import FieldMap, LoadFailure, LoadOptions, load_any
 from indexers.records import Document
-from rag_router.api.deps import ERROR_RESPONSES, Svc, Tenant, documents_of
+from rag_router.api.deps import ERROR_RESPONSES, WRITE_RESPONSES, Svc, Tenant, Writable, documents_of
 from rag_router.api.schemas import (
     DocumentsRequest,
     FileResult,
@@ -36,13 +36,25 @@ EVENTS_INTERVAL_S = 0.5  # how often the event stream reads the ledger
 _COPY_CHUNK = 1024 * 1024
 
 
-@router.post("/v1/ingest/jobs", status_code=202, response_model=JobCreated, responses=ERROR_RESPONSES)
+@router.post(
+    "/v1/ingest/jobs",
+    status_code=202,
+    response_model=JobCreated,
+    responses=WRITE_RESPONSES,
+    dependencies=[Writable],
+)
 async def create_job(body: DocumentsRequest, svc: Svc, tenant: Tenant) -> JobCreated:
     """Accepted once the job and all its documents are durably in the job ledger."""
     return JobCreated(job_id=await svc.jobs.submit(tenant, body.tier, documents_of(body, tenant)))
 
 
-@router.post("/v1/ingest/files", status_code=202, response_model=FilesAccepted, responses=ERROR_RESPONSES)
+@router.post(
+    "/v1/ingest/files",
+    status_code=202,
+    response_model=FilesAccepted,
+    responses=WRITE_RESPONSES,
+    dependencies=[Writable],
+)
 async def upload_files(
     files: Annotated[list[UploadFile], File(description="md, html, pdf, txt, jsonl, BEIR corpus.jsonl[.gz]")],
     svc: Svc,
