@@ -5,6 +5,7 @@ RagError
 ├── NotFound                no such document / job
 ├── PayloadTooLarge         body or batch over the configured bound
 ├── Unauthorized            missing or unknown API key
+├── RateLimited             the key is over its rate limit (retry after)
 ├── BackendUnavailable      no retrieval backend could answer (retry later)
 └── InsufficientStorage     the data dir's disk is under its floor: writes refused (retry later)
 """
@@ -48,5 +49,13 @@ class InsufficientStorage(RagError):
     code = "insufficient_storage"
 
     def __init__(self, message: str, retry_after_s: int = 30) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class RateLimited(RagError):
+    code = "rate_limited"
+
+    def __init__(self, message: str, retry_after_s: int = 1) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Routing policy, constraint phrasings, domains and prompt templates: YAML a user can edit.
@@ -156,7 +156,18 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path(".rag-data"), description="where the embedded tiers keep their files")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
-    api_keys: list[SecretStr] = Field(default_factory=list, description="unset: no auth (local use)")
+    api_keys: list[SecretStr] = Field(
+        default_factory=list,
+        description="key, tenant:key, or hashed: [tenant:]sha256:<hex> (rag-router hash-key); "
+        "unset (and no keys file): no auth (local use)",
+    )
+    api_keys_file: Path | None = Field(
+        None, description="more keys, one a line in the same forms; re-read when it changes (rotation)"
+    )
+    rate_limit: str | None = Field(
+        None,
+        description='per API key, e.g. "20/second;600/minute"; over it: 429 with Retry-After; unset: none',
+    )
     url: str | None = Field(
         None, description="CLI: the server commands go through (default: the one serving the data dir)"
     )
@@ -184,6 +195,16 @@ class Settings(BaseSettings):
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
+
+    @field_validator("rate_limit")
+    @classmethod
+    def _rate_limit_parses(cls, value: str | None) -> str | None:
+        if value:
+            from limits import parse_many
+
+            parse_many(value)  # ValueError: "couldn't parse rate limit string …"
+        return value or None
+
     jobs: JobsSettings = Field(default_factory=JobsSettings)
     tiers: TierSettings = Field(default_factory=TierSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)

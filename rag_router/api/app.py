@@ -14,6 +14,7 @@ from indexers.embed.embedder import Embedder
 from rag_router import __version__
 from rag_router.api import errors
 from rag_router.api.context import RequestContext
+from rag_router.api.keys import KeyRing
 from rag_router.api.limits import BodyLimit, InFlightLimit
 from rag_router.api.routes import ROUTERS
 from rag_router.services import build_services
@@ -52,6 +53,9 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None, freeze_g
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.keys = KeyRing(
+        [k.get_secret_value() for k in settings.api_keys], settings.api_keys_file, settings.rate_limit
+    )
     errors.install(app)
     for router in ROUTERS:
         app.include_router(router)

@@ -3,7 +3,6 @@ error responses every endpoint documents (the one envelope, ``errors.py``)."""
 
 from __future__ import annotations
 
-import hmac
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -11,8 +10,9 @@ from fastapi import Depends, Request
 from indexers.records import Document, content_hash
 from rag_router.answer.flow import AnswerParams
 from rag_router.api.errors import request_id
+from rag_router.api.keys import KeyRing
 from rag_router.api.schemas import ConstraintsIn, DocumentsRequest, ErrorEnvelope, SearchRequest
-from rag_router.errors import Unauthorized
+from rag_router.errors import RateLimited, Unauthorized
 from rag_router.search.filters import parse_filters
 from rag_router.search.flow import SearchParams
 from rag_router.services import Services, disk_guard, service_error
@@ -46,17 +46,20 @@ async def services(request: Request) -> Services:
 
 
 async def tenant(request: Request) -> str:
-    """The tenant of the credential. Keys are ``key`` (default tenant) or ``tenant:key``."""
-    keys = request.app.state.settings.api_keys
-    if not keys:
+    """The tenant of the credential (``api/keys.py``); a key over its rate limit gets 429."""
+    keys: KeyRing = request.app.state.keys
+    if not keys.enabled:
         return "default"
     header = request.headers.get("authorization", "")
     given = header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else ""
-    for secret in keys:
-        name, _, key = secret.get_secret_value().rpartition(":")
-        if given and hmac.compare_digest(given.encode(), key.encode()):
-            return name or "default"
-    raise Unauthorized("missing or unknown API key (Authorization: Bearer <key>)")
+    key = keys.find(given) if given else None
+    if key is None:
+        raise Unauthorized("missing or unknown API key (Authorization: Bearer <key>)")
+    wait = keys.retry_after(key)
+    if wait is not None:
+        raise RateLimited(f"this key is over its rate limit ({request.app.state.settings.rate_limit})", wait)
+    request.state.key = key.label  # how the request's log lines name the key (never the key)
+    return key.tenant
 
 
 async def writable(request: Request, tenant: Annotated[str, Depends(tenant)]) -> None:

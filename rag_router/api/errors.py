@@ -20,6 +20,7 @@ from rag_router.errors import (
     NotFound,
     PayloadTooLarge,
     RagError,
+    RateLimited,
     Unauthorized,
 )
 from rag_router.services import service_error
@@ -33,6 +34,7 @@ STATUS: dict[type[RagError], int] = {
     Unauthorized: 401,
     BackendUnavailable: 503,
     InsufficientStorage: 507,
+    RateLimited: 429,
 }
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large", 401: "unauthorized"}
 
@@ -45,7 +47,7 @@ def status_of(exc: RagError) -> int:
 def error_response(request: Request, exc: RagError) -> JSONResponse:
     """A service error as its envelope (Retry-After on 503)."""
     status = status_of(exc)
-    retry = isinstance(exc, (BackendUnavailable, InsufficientStorage))
+    retry = isinstance(exc, (BackendUnavailable, InsufficientStorage, RateLimited))
     headers = {"Retry-After": str(exc.retry_after_s)} if retry else None  # type: ignore[attr-defined]
     kind = "client_error" if status < 500 else "server_error"
     return envelope(request, status, exc.code, exc.message, kind, headers)

@@ -41,6 +41,15 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
+def _first_plain_key(settings: Settings) -> str | None:
+    """The first key of RAG_API_KEYS given in plain text (its tenant's), if any."""
+    for entry in settings.api_keys:
+        value = entry.get_secret_value()
+        if "sha256:" not in value:
+            return value.rpartition(":")[2]
+    return None
+
+
 def _api_key(settings: Settings) -> str | None:
     if settings.api_key is not None:
         return settings.api_key.get_secret_value()
@@ -111,8 +120,11 @@ def api(settings: Settings, url: str | None = None) -> Iterator[Client]:
     from rag_router.api.app import create_app
 
     headers = {}
-    if settings.api_keys:  # the store is ours: speak as its first key's tenant
-        headers["Authorization"] = f"Bearer {settings.api_keys[0].get_secret_value().rpartition(':')[2]}"
+    key = _api_key(settings) or _first_plain_key(settings)
+    if key:  # the store is ours: speak as that key's tenant
+        headers["Authorization"] = f"Bearer {key}"
+    elif settings.api_keys or settings.api_keys_file:
+        fail("the server's keys are hashed: set RAG_API_KEY to the key of the tenant to act as")
     with ExitStack() as stack:
         try:  # entering runs the app's startup: the store is opened here
             http = stack.enter_context(TestClient(create_app(settings), headers=headers))

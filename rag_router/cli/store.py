@@ -1,15 +1,17 @@
-"""serve · query · retier · documents · jobs: the store's commands, through its owner's API."""
+"""serve · query · retier · documents · jobs · hash-key: the store's commands, through its owner's API."""
 
 from __future__ import annotations
 
 import contextlib
 import gc
 import json
+import sys
 from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 
+from rag_router.api.keys import hash_key
 from rag_router.api.schemas import SearchResponse
 from rag_router.cli.common import api, app, console, fail, setup_logging
 from rag_router.client import ApiError, Client
@@ -173,3 +175,16 @@ def jobs_cancel(job_id: str, url: Url = None) -> None:
         console.print(f"{job_id}: cancelling, it stops after the batch in flight ({written} so far)")
     else:
         console.print(f"{job_id}: {body['status']} ({written})")
+
+
+@app.command("hash-key")
+def hash_key_command(
+    key: Annotated[str | None, typer.Argument(help="the key; read from stdin when left out")] = None,
+    tenant: Annotated[str | None, typer.Option(help="prefix the entry with this tenant")] = None,
+) -> None:
+    """Print the entry to put in RAG_API_KEYS or the keys file instead of the key itself."""
+    given = key if key is not None else sys.stdin.readline().strip()
+    if not given:
+        fail("no key given (an argument, or one line on stdin)")
+    entry = hash_key(given)
+    typer.echo(f"{tenant}:{entry}" if tenant else entry)

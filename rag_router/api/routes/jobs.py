@@ -56,6 +56,7 @@ async def create_job(body: DocumentsRequest, svc: Svc, tenant: Tenant) -> JobCre
     dependencies=[Writable],
 )
 async def upload_files(
+    request: Request,
     files: Annotated[list[UploadFile], File(description="md, html, pdf, txt, jsonl, BEIR corpus.jsonl[.gz]")],
     svc: Svc,
     tenant: Tenant,
@@ -81,7 +82,7 @@ async def upload_files(
     folder ingest names them; a file that cannot be read is listed with the reason and skipped."""
     owner = tenant  # the job is the caller's; its documents may be another tenant's (no keys only)
     if as_tenant is not None and as_tenant != tenant:
-        if svc.settings.api_keys:
+        if request.app.state.keys.enabled:
             raise InvalidRequest("tenant: with API keys the tenant is the key's; leave the field out")
         tenant = as_tenant
     options = LoadOptions(
