@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from rag_router.api.deps import Svc
@@ -18,11 +18,14 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz")
-async def readyz(svc: Svc) -> JSONResponse:
+async def readyz(request: Request, svc: Svc) -> JSONResponse:
     backends: dict[str, dict[str, Any]] = {}
+    counts = not request.app.state.keys.enabled  # a count spans tenants: not for anyone to read
     for name, tier in svc.tiers.items():
         ok = await tier.ping()
-        backends[name] = {"ok": ok, "engine": tier.engine, "chunks": await tier.count() if ok else None}
+        backends[name] = {"ok": ok, "engine": tier.engine}
+        if counts:
+            backends[name]["chunks"] = await tier.count() if ok else None
     backends["llm"] = {
         "ok": True,
         "engine": "extractive" if not svc.settings.llm.base_url else "openai-compatible",
