@@ -8,7 +8,7 @@ import functools
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from pydantic import SecretStr
@@ -39,6 +39,7 @@ from indexers.tiers.qdrant_edge import QdrantEdgeTier
 from rag_router.answer.flow import Answerer
 from rag_router.answer.llm import LLMClient
 from rag_router.errors import BackendUnavailable, InsufficientStorage, RagError
+from rag_router.faults import Failpoints, FaultyEmbedder, FaultyTier
 from rag_router.metrics import Metrics
 from rag_router.search.flow import Searcher
 from rag_router.search.route import Policy
@@ -72,6 +73,7 @@ class Services:
                 hot_window_days=self.settings.tiers.hot_window_days,
                 today=dt.date.today(),
                 dry_run=dry_run,
+                step_timeout_s=self.settings.ingest.batch_timeout_s,
             )
 
     async def close(self) -> None:
@@ -135,6 +137,9 @@ def query_models(embedder: Embedder, workers: int) -> tuple[list[Embedder], Embe
     threads = max(1, cores // workers)
     lane: list[Embedder] = [embedder.with_threads(threads, max_batch=QUERY_PASS) for _ in range(workers)]
     return lane, embedder.with_threads(cores, max_batch=QUERY_PASS) if workers > 1 else None
+
+
+EngineError = TierError  # what a storage engine raises (the API answers it with ``service_error``)
 
 
 def service_error(exc: BaseException) -> RagError | None:
@@ -229,6 +234,7 @@ def build_pipeline(
         queue_batches=settings.ingest.queue_batches,
         cache=cache,
         guard=disk_guard(settings),
+        batch_timeout_s=settings.ingest.batch_timeout_s,
     )
 
 
@@ -299,6 +305,10 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
             log.warning("%s tier (%s) unavailable at start: %s", name, tier.engine, exc)
     metrics = Metrics()
     embed_worker = build_embed_worker(settings, embedder, metrics)
+    if settings.faults_file is not None:  # the fault matrix's failpoints (rag_router/faults.py)
+        points = Failpoints(settings.faults_file)
+        tiers = {name: cast(Tier, FaultyTier(t, name, points)) for name, t in tiers.items()}
+        embed_worker = FaultyEmbedder(embed_worker, points)
     cache = build_embed_cache(settings, embedder)
     pipeline = build_pipeline(settings, embedder, embed_worker, tiers, cache)
     searcher = build_searcher(settings, embedder, embed_worker, analyzer, tiers, metrics)

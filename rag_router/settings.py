@@ -112,6 +112,9 @@ class IngestSettings(BaseModel):
         512, ge=1, description="chunks per pipeline batch (one embedder call; larger on GPU)"
     )
     queue_batches: int = Field(2, ge=1, description="batches buffered between pipeline stages")
+    batch_timeout_s: float = Field(
+        600.0, gt=0, description="a batch's embedding or write taking longer fails the run (503)"
+    )
     max_file_mb: float = Field(20.0, gt=0, description="larger files are refused as failures")
     max_job_bytes: int = Field(
         256 * 1024 * 1024, ge=1024, description="request body limit of POST /v1/ingest/jobs"
@@ -163,6 +166,9 @@ class Settings(BaseSettings):
     )
     api_keys_file: Path | None = Field(
         None, description="more keys, one a line in the same forms; re-read when it changes (rotation)"
+    )
+    faults_file: Path | None = Field(
+        None, description="testing: failpoints that make engines down, slow or hung (rag_router/faults.py)"
     )
     rate_limit: str | None = Field(
         None,

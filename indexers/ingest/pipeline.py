@@ -38,7 +38,7 @@ from indexers.ingest.prepare import Status, chunk_documents, diff, document_hash
 from indexers.records import DOC_HASH, Chunk, Document, EmbeddedChunk, StoredChunk, TierName
 from indexers.storage import DiskFull, DiskGuard, disk_full
 from indexers.text.chunk import Chunker
-from indexers.tiers.base import StoreTier
+from indexers.tiers.base import StoreTier, TierError
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +122,11 @@ def place(doc: Document, placement: Placement | Placer, hot_window_days: int, to
     return "hot" if date is None or date >= today - dt.timedelta(days=hot_window_days) else "cold"
 
 
+class StageFailed(TierError):
+    """The embedder failed, or a batch's embedding or writing passed ``batch_timeout_s``: the
+    run stops and nothing of the batch is acknowledged."""
+
+
 class Pipeline:
     def __init__(
         self,
@@ -135,8 +140,10 @@ class Pipeline:
         queue_batches: int = 2,
         cache: EmbeddingCache | None = None,
         guard: DiskGuard | None = None,
+        batch_timeout_s: float = 600.0,
     ) -> None:
         self._embedder = embedder
+        self._batch_timeout_s = batch_timeout_s  # a hung engine fails the run instead of holding it
         self._guard = guard
         self._chunker = chunker
         self._tiers = tiers
@@ -230,7 +237,13 @@ class Pipeline:
                 earlier = {id(b): b for k in keys if (b := in_flight.get(k)) is not None}
                 await asyncio.gather(*(b.written.wait() for b in earlier.values()))
                 began = time.perf_counter()
-                batch = await self._diff(planned, failures)
+                try:  # what the tiers hold of these documents, read within the batch deadline
+                    async with asyncio.timeout(self._batch_timeout_s):
+                        batch = await self._diff(planned, failures)
+                except TimeoutError:
+                    raise StageFailed(
+                        f"reading a batch's stored chunks took over {self._batch_timeout_s:g} s"
+                    ) from None
                 report.timed("diff", began)
                 in_flight.update(dict.fromkeys(batch.keys, batch))
                 await out.put(batch)
@@ -320,7 +333,7 @@ class Pipeline:
                 if batch.to_embed and not (cancel is not None and cancel.is_set()):
                     began = time.perf_counter()
                     texts = [c.embed_text for _, c in batch.to_embed]
-                    batch.vectors, cached = await self._embed(texts)
+                    batch.vectors, cached = await self._embed_batch(texts)
                     report.timed("embed", began)
                     report.chunks_cached += cached
                     report.chunks_embedded += len(texts) - cached
@@ -329,6 +342,16 @@ class Pipeline:
             _end(out)
             raise
         await out.put(None)
+
+    async def _embed_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, int]:
+        """One batch's vectors within ``batch_timeout_s``; a failing embedder fails the run (503)."""
+        try:
+            async with asyncio.timeout(self._batch_timeout_s):
+                return await self._embed(texts)
+        except TimeoutError:
+            raise StageFailed(f"embedding a batch took over {self._batch_timeout_s:g} s") from None
+        except Exception as exc:
+            raise StageFailed(f"the embedder failed: {type(exc).__name__}: {exc}") from exc
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Passage vectors, from the cache where it has them (also used by ``retier``)."""
@@ -356,7 +379,10 @@ class Pipeline:
         if self._guard is not None:
             self._guard.check()  # under the floor: refuse before a memory-mapped write can fault
         try:
-            await self._write_tiers(batch)
+            async with asyncio.timeout(self._batch_timeout_s):
+                await self._write_tiers(batch)
+        except TimeoutError:
+            raise StageFailed(f"writing a batch took over {self._batch_timeout_s:g} s") from None
         except DiskFull:
             raise
         except Exception as exc:

@@ -9,14 +9,16 @@ finishes the move. A document already in cold is not copied twice: the upsert ov
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as dt
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from indexers.ingest.pipeline import Pipeline, place
 from indexers.records import Chunk, Document, EmbeddedChunk, StoredChunk
-from indexers.tiers.base import StoreTier
+from indexers.tiers.base import StoreTier, TierUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +52,16 @@ async def retier(
     today: dt.date,
     batch_docs: int = 64,
     dry_run: bool = False,
+    step_timeout_s: float = 600.0,
 ) -> RetierReport:
-    """Move every hot document dated before the window to the cold tier."""
+    """Move every hot document dated before the window to the cold tier. A step (the listing,
+    one batch's move) that takes over ``step_timeout_s`` stops the run with ``TierUnavailable``:
+    what was moved stays moved, the rest stays hot (a batch cut short may be in both tiers until
+    the next run; search dedupes)."""
     report = RetierReport()
     cutoff = today - dt.timedelta(days=hot_window_days)
-    candidates = await hot.dated(cutoff.year)
+    async with _step(step_timeout_s, "listing the hot tier's dated documents", report):
+        candidates = await hot.dated(cutoff.year)
     aged = [
         (tenant, doc_id)
         for tenant, doc_id, metadata in candidates
@@ -68,8 +75,18 @@ async def retier(
         by_tenant.setdefault(tenant, []).append(doc_id)
     for tenant, ids in by_tenant.items():
         for start in range(0, len(ids), batch_docs):
-            await _move(hot, cold, pipeline, tenant, ids[start : start + batch_docs], report)
+            async with _step(step_timeout_s, "moving a batch", report):
+                await _move(hot, cold, pipeline, tenant, ids[start : start + batch_docs], report)
     return report
+
+
+@contextlib.asynccontextmanager
+async def _step(seconds: float, what: str, report: RetierReport) -> AsyncIterator[None]:
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError:
+        raise TierUnavailable(f"retier: {what} took over {seconds:g} s ({report.moved} moved)") from None
 
 
 async def _move(

@@ -23,7 +23,7 @@ from rag_router.errors import (
     RateLimited,
     Unauthorized,
 )
-from rag_router.services import service_error
+from rag_router.services import EngineError, service_error
 
 log = logging.getLogger(__name__)
 
@@ -104,11 +104,13 @@ def install(app: FastAPI) -> None:
             message = f"{message}: no {request.method} {request.url.path} (the endpoints: /docs)"
         return envelope(request, exc.status_code, code, message, kind)
 
+    @app.exception_handler(EngineError)
+    async def engine_error(request: Request, exc: EngineError) -> JSONResponse:
+        """A storage engine failed and no flow caught it: 507 (no space) or 503, nothing acked."""
+        log.warning("request_id=%s: %s", request_id(request), exc)
+        return error_response(request, service_error(exc) or BackendUnavailable(str(exc)))
+
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        known = service_error(exc)  # a storage engine failed and no flow caught it: 507 or 503
-        if known is not None:
-            log.warning("request_id=%s: %s", request_id(request), exc)
-            return error_response(request, known)
         log.exception("unhandled error request_id=%s", request_id(request))
         return envelope(request, 500, "internal_error", "internal error", "server_error")

@@ -131,21 +131,35 @@ class Searcher:
             route = self.route(params)
             foreign, language_reason = self._language_weights(route)
             terms = self._analyzer.query_terms(params.query) if "lexical" in params.legs else []
+        legs, embedder_down = params.legs, ""
         with _timer(timings, "embed"):
-            vector = await self._embed(params, deadline) if "dense" in params.legs else None
+            vector = await self._embed(params, deadline) if "dense" in legs else None
+        if "dense" in legs and vector is None:  # the embedder failed: the lexical leg still answers
+            if legs == ("dense",):
+                raise BackendUnavailable("the embedder is unavailable and only the dense leg was asked for")
+            legs = tuple(leg for leg in legs if leg != "dense")
+            embedder_down = "the embedder did not answer: lexical leg only"
+        # The legs stop early enough to leave the fetch of the kept hits its share (a fifth of
+        # what is left, at most 1 s): a tier that runs to the deadline must not cost the other
+        # tier's hits, which would otherwise arrive with no time left to fetch them.
+        left = max(deadline - time.monotonic(), 0.0)
+        legs_deadline = deadline - min(left / 5, 1.0)
         query = SearchQuery(
             text=params.query,
             terms=terms,
             vector=vector,
             filters=route.filters,
             k=params.depth or max(params.top_k, self._depth),
-            legs=params.legs,
+            legs=legs,
             payload=False,  # query, then fetch: only the fused top-k are hydrated
         )
         run = await retrieve_routed(
-            self._tiers, route, query, policy=self._policy, deadline=deadline, trust_dense=not foreign
+            self._tiers, route, query, policy=self._policy, deadline=legs_deadline, trust_dense=not foreign
         )
         timings.update(run.retrieved.timings_ms)
+        if embedder_down:
+            run.reasons.append(embedder_down)
+            run.retrieved.unavailable.append("embedder")
         with _timer(timings, "fuse"):
             weights = {**self._weights, **route.weights, **foreign}
             fused = fuse(self._fusion, run.retrieved.legs, k=self._rrf_k, weights=weights, limit=params.top_k)
@@ -176,13 +190,15 @@ class Searcher:
             request_id=params.request_id,
         )
 
-    async def _embed(self, params: SearchParams, deadline: float) -> Vector:
-        """The query's vector, waiting for the micro-batcher no longer than the deadline."""
+    async def _embed(self, params: SearchParams, deadline: float) -> Vector | None:
+        """The query's vector, waiting for the micro-batcher no longer than half the time left
+        (the lexical leg needs the rest if it has to answer alone); None when the embedder failed."""
         try:
-            async with asyncio.timeout(max(deadline - time.monotonic(), 0.0)):
+            async with asyncio.timeout(max(deadline - time.monotonic(), 0.0) / 2):
                 return await self._embedder.embed_query(params.query)
-        except TimeoutError:
-            raise BackendUnavailable("the embedder did not answer before the deadline") from None
+        except Exception as exc:  # a timeout, or the model failed: degrade to the lexical leg
+            log.warning("search request_id=%s: embedder failed (%s)", params.request_id, type(exc).__name__)
+            return None
 
     def _language_weights(self, route: Route) -> tuple[dict[str, float], str]:
         """Leg weights for a query the embedder cannot read: its dense ranking is noise, so it
