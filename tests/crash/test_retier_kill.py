@@ -1,8 +1,9 @@
 """SIGKILL during retier: the server is killed while it moves documents from the hot tier
 (Qdrant Edge) to the cold tier (tantivy + FAISS over SQLite), restarted, killed again at another
 point, and finally left to finish. While it is killed, the cold tier is made slow (a failpoint,
-rag_router/faults.py) so that a move takes seconds and a kill lands inside it. Nothing is lost, nothing stays duplicated: every document
-ends in the cold tier once, its text byte for byte, its chunks each once."""
+rag_router/faults.py) so that a move takes seconds and a kill lands inside it. Nothing is lost,
+nothing stays duplicated: every document ends in the cold tier once, its text byte for byte, its
+chunks each once."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def test_sigkill_during_retier_loses_and_duplicates_nothing(tmp_path: Path) -> N
     slow = json.dumps({"cold": {"mode": "slow", "seconds": 0.25}})
     cut = 0  # kills that landed while the retier request was out
     partial = 0  # restarts that found the move half done
-    for kill in range(KILLS):
+    for _ in range(KILLS):
         port = free_port()
         with (
             server(data, port, **env) as proc,
