@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from indexers.tiers.query import Filters
 from rag_router.evaluate import load_dataset, score
 from rag_router.search.flow import SearchParams, hits_by_doc
 from rag_router.services import build_services
@@ -34,8 +35,12 @@ async def per_query(data: Path, data_dir: Path, split: str) -> tuple[dict[str, A
     rows = []
     try:
         for qid, text in dataset.queries.items():
-            hot = await services.searcher.search(SearchParams(text, top_k=100, route="hot"))
-            both = await services.searcher.search(SearchParams(text, top_k=100, route="both"))
+            hot = await services.searcher.search(
+                SearchParams(text, top_k=100, route="hot", filters=Filters("default"))
+            )
+            both = await services.searcher.search(
+                SearchParams(text, top_k=100, route="both", filters=Filters("default"))
+            )
             dense = [h.legs["hot.dense"].score for h in hot.hits if "hot.dense" in h.legs]
             rows.append(
                 {

@@ -18,6 +18,7 @@ from typing import Any
 
 from _common import machine, percentiles
 
+from indexers.tiers.query import Filters
 from rag_router.search.flow import SearchParams
 from rag_router.services import build_services
 from rag_router.settings import get_settings
@@ -44,7 +45,9 @@ async def measure(data: Path, data_dir: Path, n: int) -> dict[str, Any]:
             total = []
             for text in texts:
                 started = time.perf_counter()
-                await services.searcher.search(SearchParams(query=text, top_k=10, route=route))  # type: ignore[arg-type]
+                await services.searcher.search(
+                    SearchParams(query=text, top_k=10, route=route, filters=Filters("default"))
+                )  # type: ignore[arg-type]
                 total.append((time.perf_counter() - started) * 1000)
             out[f"search_{route}"] = percentiles(total)
         return out

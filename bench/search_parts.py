@@ -60,7 +60,12 @@ def edge_parts(svc: Any, queries: list[str]) -> dict[str, Any]:
     def searches(depth: int) -> list[SearchQuery]:
         return [
             SearchQuery(
-                text=q, terms=svc.analyzer.query_terms(q), vector=v, filters=Filters(), k=depth, payload=False
+                text=q,
+                terms=svc.analyzer.query_terms(q),
+                vector=v,
+                filters=Filters("default"),
+                k=depth,
+                payload=False,
             )
             for q, v in zip(sample, vectors, strict=True)
         ]
@@ -133,7 +138,7 @@ async def in_process(svc: Any, queries: list[str], seconds: float, clients: int)
         done = 0
         while time.perf_counter() < stop:
             query = queries[next(counter) % len(queries)]
-            await svc.searcher.search(SearchParams(query=query, route="both"))
+            await svc.searcher.search(SearchParams(query=query, route="both", filters=Filters("default")))
             done += 1
         return done
 

@@ -23,8 +23,8 @@ import numpy as np
 import pytrec_eval
 
 from indexers.ingest.load import load_jsonl
-from indexers.records import Document
-from indexers.tiers.query import LEGS, Leg
+from indexers.records import DEFAULT_TENANT, Document
+from indexers.tiers.query import LEGS, Filters, Leg
 from rag_router.search.flow import Searcher, SearchParams, hits_by_doc
 from rag_router.search.route import RouteName
 
@@ -119,7 +119,9 @@ async def run_queries(
     for qid, text in dataset.queries.items():
         started = time.perf_counter()
         outcome = await searcher.search(
-            SearchParams(query=text, top_k=300, route=route, legs=legs, depth=300)
+            SearchParams(
+                query=text, top_k=300, route=route, legs=legs, depth=300, filters=Filters(DEFAULT_TENANT)
+            )
         )
         latencies.append((time.perf_counter() - started) * 1000)
         run[qid] = hits_by_doc(outcome.hits)[:100]

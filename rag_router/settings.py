@@ -133,6 +133,9 @@ class JobsSettings(BaseModel):
     poll_s: float = Field(
         1.0, gt=0, description="how often an idle runner looks for jobs from other replicas"
     )
+    max_pending: int = Field(
+        100, ge=1, description="a tenant's jobs queued or running at once; more get 429 with Retry-After"
+    )
 
 
 class TierSettings(BaseModel):

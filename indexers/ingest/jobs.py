@@ -8,7 +8,9 @@ from its pending documents. Those written but not yet marked are compared by con
 skipped, so nothing is embedded twice and nothing is duplicated.
 
 Within one job, a document id given twice keeps its last copy (``total`` counts unique ids).
-A job that runs out of disk space goes back to the queue and resumes once space returns.
+A job that an engine fails (down, hung past the batch deadline, out of disk space) goes back to
+the queue and resumes from its pending documents after a pause, so an outage delays jobs and
+fails none; a document that cannot be read or chunked fails alone, as always.
 Cancelling stops a running job between batches, on whichever replica runs it; documents already
 written stay.
 """
@@ -28,7 +30,8 @@ from dataclasses import dataclass, field
 from indexers.ingest.ledger import JobState, JobStatus, Ledger
 from indexers.ingest.pipeline import DocResult, IngestReport, Pipeline, Placement
 from indexers.records import Document
-from indexers.storage import DiskFull, DiskGuard
+from indexers.storage import DiskGuard
+from indexers.tiers.base import TierError
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +68,7 @@ class JobRunner:
     ) -> None:
         self.ledger = ledger
         self._guard = guard  # under its floor no job is claimed; a job that runs out of space waits
+        self._retry_s = max(poll_s, min(lease_s / 5, 5.0))  # after an engine failed a job
         self._pipeline = pipeline
         self._on_batch = on_batch  # (results, chunks written): for metrics
         self.lease_s = lease_s
@@ -184,11 +188,11 @@ class JobRunner:
                 )
         except asyncio.CancelledError:
             raise  # shutting down: close() gives the job back
-        except DiskFull as exc:  # back to the queue: resumed from its pending documents once space returns
-            log.warning("ingest job %s paused: %s", job_id, exc)
+        except TierError as exc:  # an engine down, hung or out of space: the job waits, not fails
+            log.warning("ingest job %s paused, retried in %.0f s: %s", job_id, self._retry_s, exc)
             with contextlib.suppress(Exception):  # if that fails, the lease expires instead
                 await asyncio.to_thread(self.ledger.release, job_id, self.name)
-            await asyncio.sleep(self._poll_s)
+            await asyncio.sleep(self._retry_s)  # back in the queue; resumed from its pending documents
         except Exception as exc:  # a tier, the embedder or the ledger failed: the job fails
             log.exception("ingest job %s failed", job_id)
             with contextlib.suppress(Exception):  # if even that fails, the lease expires instead

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from indexers.records import DEFAULT_TENANT, StoredChunk, Vector
+from indexers.records import StoredChunk, Vector
 
 Leg = Literal["dense", "lexical"]
 LEGS: tuple[Leg, ...] = ("dense", "lexical")
@@ -27,7 +27,7 @@ class Range:
 class Filters:
     """Validated filters, applied inside every tier before top-k (never after)."""
 
-    tenant: str = DEFAULT_TENANT
+    tenant: str  # no default: every search names its tenant (the API's one choke point sets it)
     year: Range | None = None
     date: Range | None = None  # bounds are datetime.date
     keywords: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # any-of per key

@@ -12,14 +12,14 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from indexers.records import DEFAULT_TENANT, FILTERABLE_FIELDS, KEYWORD_FIELDS
+from indexers.records import FILTERABLE_FIELDS, KEYWORD_FIELDS
 from indexers.tiers.query import Filters, Range
 from rag_router.errors import InvalidRequest
 
 _RANGE_KEYS = {"gte", "lte", "gt", "lt"}
 
 
-def parse_filters(raw: Mapping[str, Any] | None, tenant: str = DEFAULT_TENANT) -> Filters:
+def parse_filters(raw: Mapping[str, Any] | None, tenant: str) -> Filters:
     raw = raw or {}
     unknown = sorted(set(raw) - FILTERABLE_FIELDS)
     if unknown:

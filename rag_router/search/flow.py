@@ -37,7 +37,9 @@ class SearchParams:
     query: str
     top_k: int = 10
     route: RouteName = "auto"
-    filters: Filters = field(default_factory=Filters)
+    # Required, and with it the tenant (``Filters.tenant`` has no default): a search cannot
+    # forget whose documents it may see. The API sets it in one place (``api/deps.tenant``).
+    filters: Filters = field(kw_only=True)
     legs: tuple[Leg, ...] = LEGS
     depth: int | None = None  # candidates per leg; default max(top_k, settings depth)
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from indexers.embed.embedder import SentenceTransformerEmbedder
 from indexers.records import Document
+from indexers.tiers.query import Filters
 from rag_router.api import create_app
 from rag_router.search.flow import Searcher, SearchParams
 from rag_router.search.route import Policy
@@ -267,10 +268,10 @@ def test_cascade_skips_cold_only_when_hot_is_strong(client: TestClient) -> None:
         )
 
     assert client.portal is not None  # the app's own event loop
-    strong = client.portal.call(searcher(0.2).search, SearchParams(query))
+    strong = client.portal.call(searcher(0.2).search, SearchParams(query, filters=Filters("default")))
     assert strong.tiers == ["hot"] and "cold skipped" in "; ".join(strong.reasons)
     assert all(h.tier == "hot" for h in strong.hits)
-    weak = client.portal.call(searcher(0.99).search, SearchParams(query))
+    weak = client.portal.call(searcher(0.99).search, SearchParams(query, filters=Filters("default")))
     assert weak.tiers == ["hot", "cold"] and "cold searched too" in "; ".join(weak.reasons)
     assert {h.tier for h in weak.hits} == {"hot", "cold"}
 
@@ -331,7 +332,9 @@ def test_query_then_fetch_hydrates_only_the_kept_hits_and_drops_deleted_ones(cli
         policy=Policy(),
     )
     assert client.portal is not None
-    params = SearchParams("right to education and free elementary schooling", top_k=4, route="both")
+    params = SearchParams(
+        "right to education and free elementary schooling", top_k=4, route="both", filters=Filters("default")
+    )
     out = client.portal.call(searcher.search, params)
     assert asked and all(n <= 4 for _, n in asked)  # never the 2 × 100 candidates
     assert {name for name, _ in asked} <= {"hot", "cold"}
@@ -362,7 +365,11 @@ def test_a_tier_that_fails_to_fetch_its_hits_degrades_the_answer(client: TestCli
         policy=Policy(),
     )
     assert client.portal is not None
-    params = SearchParams("How does rag-router place documents in the hot and cold tiers?", route="both")
+    params = SearchParams(
+        "How does rag-router place documents in the hot and cold tiers?",
+        route="both",
+        filters=Filters("default"),
+    )
     out = client.portal.call(searcher.search, params)
     assert out.degraded and out.unavailable == ["cold"]
     assert out.hits and all(h.tier == "hot" for h in out.hits)  # hot's hits stay, cold's are dropped
@@ -390,8 +397,12 @@ def test_a_request_deadline_bounds_every_stage_of_a_search(client: TestClient) -
 
     searcher = client.app.state.services.searcher  # type: ignore[attr-defined]
     assert client.portal is not None
-    late = SearchParams("a question never asked before, about asylum", deadline=time.monotonic() - 1)
+    late = SearchParams(
+        "a question never asked before, about asylum",
+        deadline=time.monotonic() - 1,
+        filters=Filters("default"),
+    )
     with pytest.raises(BackendUnavailable):
         client.portal.call(searcher.search, late)
-    on_time = SearchParams("asylum", deadline=time.monotonic() + 30)
+    on_time = SearchParams("asylum", deadline=time.monotonic() + 30, filters=Filters("default"))
     assert client.portal.call(searcher.search, on_time).hits

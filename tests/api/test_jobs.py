@@ -265,3 +265,41 @@ def test_a_file_that_cannot_be_stored_is_a_per_file_failure(
         results = {f["name"]: f for f in accepted.json()["files"]}
         assert results["x/y.txt"]["documents"] == 1
         assert results["x"]["documents"] == 0 and "cannot store the file" in results["x"]["error"]
+
+
+def test_a_tenant_with_too_many_jobs_pending_gets_429(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    faults = tmp_path / "faults.json"  # the embedder hangs: jobs stay queued or running
+    faults.write_text('{"embedder": {"mode": "hang"}}', encoding="utf-8")
+    s = settings(
+        tmp_path / "data",
+        jobs={"max_pending": 2, "poll_s": 0.2, "lease_s": 2},
+        ingest={"batch_chunks": 8, "batch_timeout_s": 1},
+        faults_file=faults,
+        api_keys=["a:ka", "b:kb"],
+    )
+    with TestClient(create_app(s, embedder=embedder)) as client:
+        a, b = {"Authorization": "Bearer ka"}, {"Authorization": "Bearer kb"}
+        ids = []
+        for n in range(2):
+            r = client.post("/v1/ingest/jobs", json={"documents": docs(f"j{n}-", 1)}, headers=a)
+            assert r.status_code == 202
+            ids.append(r.json()["job_id"])
+        r = client.post("/v1/ingest/jobs", json={"documents": docs("j9-", 1)}, headers=a)
+        assert r.status_code == 429 and r.json()["error"]["code"] == "rate_limited", r.text
+        assert "at most 2" in r.json()["error"]["message"] and int(r.headers["Retry-After"]) > 0
+        files = {"files": ("x.md", b"# X\n\nA note.")}
+        assert client.post("/v1/ingest/files", files=files, headers=a).status_code == 429
+        assert client.post("/v1/ingest/jobs", json={"documents": docs("k-", 1)}, headers=b).status_code == 202
+        faults.write_text("{}", encoding="utf-8")  # the jobs can finish; then there is room again
+        deadline = time.monotonic() + 120
+        while (
+            client.post("/v1/ingest/jobs", json={"documents": docs("j9-", 1)}, headers=a).status_code == 429
+        ):
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        for job_id in ids:  # the hung embedder delayed them (its batch deadline), failed none
+            while (state := client.get(f"/v1/ingest/jobs/{job_id}", headers=a).json())["status"] != "done":
+                assert state["status"] in ("queued", "running") and time.monotonic() < deadline, state
+                time.sleep(0.2)

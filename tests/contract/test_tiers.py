@@ -275,7 +275,9 @@ async def test_ann_recall_after_reopen(make_tier: Factory) -> None:
     for start in range(0, n, 1000):
         await first.upsert(items[start : start + 1000])
     await first.optimize()
-    before_reopen = await first.search(SearchQuery("", [], vectors[0], Filters(), k=1, legs=("dense",)))
+    before_reopen = await first.search(
+        SearchQuery("", [], vectors[0], Filters("default"), k=1, legs=("dense",))
+    )
     assert before_reopen["dense"][0].chunk.chunk_id == "v0#0"
     await first.close()
     tier = make_tier(dim=dim, small_index=True)
@@ -283,9 +285,11 @@ async def test_ann_recall_after_reopen(make_tier: Factory) -> None:
     probes = _clustered(50, dim, seed=2)
     hits = total = 0
     for probe in probes:
-        base = SearchQuery("", [], probe, Filters(), k=10, legs=("dense",))
+        base = SearchQuery("", [], probe, Filters("default"), k=10, legs=("dense",))
         approx = await tier.search(base)
-        exact = await tier.search(SearchQuery("", [], probe, Filters(), k=10, legs=("dense",), exact=True))
+        exact = await tier.search(
+            SearchQuery("", [], probe, Filters("default"), k=10, legs=("dense",), exact=True)
+        )
         want = {h.chunk.chunk_id for h in exact["dense"]}
         hits += len(want & {h.chunk.chunk_id for h in approx["dense"]})
         total += len(want)

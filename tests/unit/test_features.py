@@ -185,7 +185,9 @@ def test_no_query_makes_extraction_or_routing_fail() -> None:
     for _ in range(3000):
         query = " ".join(rng.choice(words) for _ in range(rng.randint(1, 8)))
         features = extract(query, today=TODAY)
-        plan(features, "auto", parse_filters(None), policy=policy, today=TODAY, hot_window_days=365)
+        plan(
+            features, "auto", parse_filters(None, "default"), policy=policy, today=TODAY, hot_window_days=365
+        )
         features.to_json()
 
 

@@ -28,7 +28,7 @@ def test_parse_every_kind() -> None:
 
 
 def test_a_scalar_year_is_an_exact_range() -> None:
-    assert parse_filters({"year": 2020}).year == Range(gte=2020, lte=2020)
+    assert parse_filters({"year": 2020}, "default").year == Range(gte=2020, lte=2020)
 
 
 @pytest.mark.parametrize(
@@ -47,4 +47,4 @@ def test_a_scalar_year_is_an_exact_range() -> None:
 )
 def test_rejects_what_no_tier_can_apply(raw: dict[str, object]) -> None:
     with pytest.raises(InvalidRequest):
-        parse_filters(raw)
+        parse_filters(raw, "default")

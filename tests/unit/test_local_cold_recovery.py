@@ -25,7 +25,7 @@ def item(i: int, text: str) -> EmbeddedChunk:
 def q(text: str, i: int) -> SearchQuery:
     v = np.zeros(8, dtype=np.float32)
     v[i % 8] = 1.0
-    return SearchQuery(text, A.query_terms(text), v, Filters(), k=3)
+    return SearchQuery(text, A.query_terms(text), v, Filters("default"), k=3)
 
 
 async def test_indexes_replay_writes_committed_in_sqlite_before_a_crash(

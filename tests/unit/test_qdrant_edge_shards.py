@@ -32,7 +32,7 @@ def items(ids: range, salt: int = 0) -> list[EmbeddedChunk]:
 
 
 def exact(vector: np.ndarray, k: int = 5) -> SearchQuery:
-    return SearchQuery("", [], vector, Filters(), k=k, legs=("dense",), exact=True)
+    return SearchQuery("", [], vector, Filters("default"), k=k, legs=("dense",), exact=True)
 
 
 async def test_sealing_keeps_every_point_and_the_same_answers(tmp_path: Path) -> None:
@@ -46,7 +46,7 @@ async def test_sealing_keeps_every_point_and_the_same_answers(tmp_path: Path) ->
     assert await tier.count() == 300
     after = [[h.chunk.chunk_id for h in (await tier.search(exact(d.vector)))["dense"]] for d in data[:10]]
     assert after == before
-    lexical = await tier.search(SearchQuery("token7", A.query_terms("token7"), None, Filters(), k=3))
+    lexical = await tier.search(SearchQuery("token7", A.query_terms("token7"), None, Filters("default"), k=3))
     assert [h.chunk.chunk_id for h in lexical["lexical"]] == ["d7#0"]
     await tier.upsert(items(range(300, 350), salt=1))
     assert await tier.optimize() is True  # merges the new fresh shard with the sealed one

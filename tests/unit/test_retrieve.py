@@ -47,7 +47,7 @@ class ScriptedTier:
     async def close(self) -> None: ...
 
 
-QUERY = SearchQuery("q", ["q"], None, Filters())
+QUERY = SearchQuery("q", ["q"], None, Filters("default"))
 
 
 async def test_one_failing_tier_degrades() -> None:

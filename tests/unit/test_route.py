@@ -24,7 +24,7 @@ def test_route(case: dict[str, Any]) -> None:
     route = plan(
         extract(case["q"], today=today),
         case.get("route", "auto"),
-        parse_filters(case.get("explicit")),
+        parse_filters(case.get("explicit"), "default"),
         policy=POLICY,
         today=today,
         hot_window_days=TABLE["hot_window_days"],
@@ -51,7 +51,7 @@ def test_a_backwards_range_is_reported_in_the_reason() -> None:
     route = plan(
         extract("trends 2021–2019", today=today),
         "auto",
-        parse_filters(None),
+        parse_filters(None, "default"),
         policy=POLICY,
         today=today,
         hot_window_days=365,

@@ -27,7 +27,7 @@ from rag_router.api.schemas import (
     JobOut,
     JobsOut,
 )
-from rag_router.errors import InvalidRequest, NotFound
+from rag_router.errors import InvalidRequest, NotFound, RateLimited
 from rag_router.services import Services
 
 router = APIRouter()
@@ -45,7 +45,16 @@ _COPY_CHUNK = 1024 * 1024
 )
 async def create_job(body: DocumentsRequest, svc: Svc, tenant: Tenant) -> JobCreated:
     """Accepted once the job and all its documents are durably in the job ledger."""
+    await _room_for_a_job(svc, tenant)
     return JobCreated(job_id=await svc.jobs.submit(tenant, body.tier, documents_of(body, tenant)))
+
+
+async def _room_for_a_job(svc: Services, tenant: str) -> None:
+    """429 while the tenant has ``jobs.max_pending`` jobs queued or running."""
+    limit = svc.settings.jobs.max_pending
+    pending = [j for j in await svc.jobs.jobs(tenant, limit=limit + 1) if j.status in ("queued", "running")]
+    if len(pending) >= limit:
+        raise RateLimited(f"{len(pending)} of this tenant's jobs are queued or running; at most {limit}", 5)
 
 
 @router.post(
@@ -80,6 +89,7 @@ async def upload_files(
 ) -> FilesAccepted:
     """Files → one ingestion job. A file's name (a relative path) becomes its document id, as the CLI's
     folder ingest names them; a file that cannot be read is listed with the reason and skipped."""
+    await _room_for_a_job(svc, tenant)
     owner = tenant  # the job is the caller's; its documents may be another tenant's (no keys only)
     if as_tenant is not None and as_tenant != tenant:
         if request.app.state.keys.enabled:
