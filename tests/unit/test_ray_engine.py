@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,21 @@ from indexers.tiers.query import Filters, SearchQuery
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 ROWS = "SELECT tenant, chunk_id, doc_id, n, text, title, metadata, content_hash, terms, vector FROM chunks"
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    """One local Ray (two CPUs) for the module's tests: the engine uses a Ray it finds running
+    and leaves it running. Starting and stopping Ray once per run, as the CLI does, is what a
+    process does once; done many times in one process, ``ray.shutdown`` was seen to hang."""
+    ray = pytest.importorskip("ray")
+    from indexers.ingest.ray_pipeline import RUNTIME_ENV
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=RUNTIME_ENV)
+    try:
+        yield
+    finally:
+        ray.shutdown()
 
 
 def sample(tmp_path: Path, copies: int = 1) -> Path:
@@ -96,9 +112,8 @@ def test_adopting_a_segment_is_an_upsert(tmp_path: Path, embedder: SentenceTrans
 
 @pytest.mark.slow
 async def test_ray_engine_stores_what_the_in_process_pipeline_stores(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
+    tmp_path: Path, embedder: SentenceTransformerEmbedder, local_ray: None
 ) -> None:
-    pytest.importorskip("ray")
     from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
 
     corpus = sample(tmp_path)
@@ -150,10 +165,11 @@ def versions(doc_id: str, *texts: str) -> list[str]:
 
 
 @pytest.mark.slow
-async def test_an_id_repeated_in_one_run(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+async def test_an_id_repeated_in_one_run(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder, local_ray: None
+) -> None:
     """Copies of one id in different units: the last copy is what stays, with no stale chunk,
     also when it equals what was stored before the run (so a worker found it unchanged)."""
-    pytest.importorskip("ray")
     from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
 
     analyzer = Analyzer()
@@ -190,11 +206,10 @@ async def test_an_id_repeated_in_one_run(tmp_path: Path, embedder: SentenceTrans
 
 @pytest.mark.slow
 async def test_ray_engine_into_the_hot_tier_reruns_embed_nothing(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
+    tmp_path: Path, embedder: SentenceTransformerEmbedder, local_ray: None
 ) -> None:
     """Qdrant Edge cannot be opened by a worker: the owner hands the workers a copy of its hashes,
     so an unchanged hot document is skipped before embedding, as the in-process engine skips it."""
-    pytest.importorskip("ray")
     from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
     from indexers.tiers.qdrant_edge import QdrantEdgeTier
 
