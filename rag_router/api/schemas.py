@@ -24,13 +24,14 @@ class Strict(BaseModel):
 # Documented in the schema (a JSON Schema pattern matches anywhere); checked by the validators
 # below, whose message says what is wrong in words.
 NOT_BLANK: JsonDict = {"pattern": r"\S"}
+QUERY_MAX_CHARS = 4096
 
 
 class SearchRequest(Strict):
     query: str = Field(
         ...,
         min_length=1,
-        max_length=4096,
+        max_length=QUERY_MAX_CHARS,
         description="the question or keywords",
         json_schema_extra=NOT_BLANK,
     )

@@ -128,6 +128,11 @@ def test_bad_search_input_is_a_clear_4xx(
     assert_envelope(client.post("/v1/search", json=body), status, mentions)
 
 
+def test_a_chat_message_longer_than_a_query_is_a_422_not_a_500(client: TestClient) -> None:
+    body = {"messages": [{"role": "user", "content": "word " * 1000}]}
+    assert_envelope(client.post("/v1/chat/completions", json=body), 422, "at most 4096")
+
+
 def test_invalid_json_and_oversized_body(client: TestClient) -> None:
     r = client.post("/v1/search", content=b'{"query": ', headers={"content-type": "application/json"})
     assert_envelope(r, 422, "the body is not valid JSON at character 10")

@@ -13,7 +13,7 @@ from sse_starlette import EventSourceResponse
 
 from rag_router.answer.flow import AnswerOutcome, AnswerParams
 from rag_router.api.deps import STREAMED_RESPONSES, Svc, Tenant, answer_params
-from rag_router.api.schemas import ChatRequest, SearchRequest, SearchResponse
+from rag_router.api.schemas import QUERY_MAX_CHARS, ChatRequest, SearchRequest, SearchResponse
 from rag_router.errors import InvalidRequest
 from rag_router.services import Services
 
@@ -29,6 +29,10 @@ def _last_user_text(body: ChatRequest) -> str:
         else:
             text = " ".join(p.get("text", "") for p in message.content or [] if p.get("type") == "text")
         if text.strip():
+            if len(text) > QUERY_MAX_CHARS:  # what /v1/search takes, said as a 422 (not a 500)
+                raise InvalidRequest(
+                    f"the last user message has {len(text)} characters; at most {QUERY_MAX_CHARS}"
+                )
             return text
     raise InvalidRequest("no user message with text content")
 
