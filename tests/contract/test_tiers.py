@@ -126,7 +126,7 @@ def query(
         text=text,
         terms=ANALYZER.query_terms(text),
         vector=embedder.embed([text])[0],
-        filters=Filters(**filters),
+        filters=Filters(**{"tenant": "default", **filters}),
         k=k,
         legs=legs,
     )
