@@ -129,7 +129,10 @@ async def run(args: argparse.Namespace, corpus: Path, work: Path) -> dict[str, A
         )
         result["ray_start_s"] = round(time.perf_counter() - began, 2)
         options = RayOptions(
-            unit_mb=args.unit_mb, embed_units=args.embed_units, commit_chunks=args.commit_chunks
+            unit_mb=args.unit_mb,
+            embed_units=args.embed_units,
+            commit_chunks=args.commit_chunks,
+            actors_per_gpu=args.actors_per_gpu,
         )
         ray_pipe = RayPipeline(
             embedder=embedder,
@@ -187,6 +190,7 @@ def main() -> None:
     parser.add_argument("--num-cpus", type=int, default=None)
     parser.add_argument("--unit-mb", type=float, default=1.0)
     parser.add_argument("--embed-units", type=int, default=4)
+    parser.add_argument("--actors-per-gpu", type=int, default=2)
     parser.add_argument("--commit-chunks", type=int, default=65_536)
     parser.add_argument("--batch-chunks", type=int, default=512)
     parser.add_argument("--max-batch", type=int, default=64)

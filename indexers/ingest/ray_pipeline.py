@@ -53,6 +53,9 @@ class RayOptions:
     num_cpus: int | None = None
     gpus: int | None = None  # embedding actors on GPUs; None: every GPU Ray sees
     cpu_actors: int = 1  # embedding actors when there is no GPU
+    # Embedding actors sharing each GPU: an actor's own CPU work (unpacking rows, padding, the
+    # copy to the device and back) leaves the GPU idle; several actors overlap it.
+    actors_per_gpu: int = 2
     unit_mb: float = 1.0  # input per prepare task
     embed_units: int = 4  # units per embedding call (a GPU wants thousands of chunks at once)
     commit_chunks: int = 65_536  # chunks adopted between tantivy commits (and acknowledgements)
@@ -216,7 +219,8 @@ class RayPipeline:
         gpus = self._options.gpus
         if gpus is None:
             gpus = int(ray.cluster_resources().get("GPU", 0))  # type: ignore[no-untyped-call]
-        actors = gpus or self._options.cpu_actors
+        per_gpu = max(1, self._options.actors_per_gpu)
+        actors = gpus * per_gpu or self._options.cpu_actors
         items = [{"unit": json.dumps(dataclasses.asdict(u))} for u in units]  # Arrow-friendly
         ds: Any = ray.data.from_items(items, override_num_blocks=max(1, len(items)))
         ds = ds.map_batches(prepare_units, fn_kwargs={"spec": spec}, batch_size=1, batch_format="numpy")
@@ -228,7 +232,7 @@ class RayPipeline:
             fn_constructor_kwargs={"make_embedder": self._make_embedder, "threads": threads},
             batch_size=self._options.embed_units,
             batch_format="numpy",
-            num_gpus=1 if gpus else 0,
+            num_gpus=1 / per_gpu if gpus else 0,
             compute=ray.data.ActorPoolStrategy(size=actors),
         )
         ds = ds.map_batches(
