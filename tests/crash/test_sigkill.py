@@ -93,8 +93,9 @@ def healthy(port: int) -> bool:
 class Submitter(threading.Thread):
     """Posts jobs of random documents, each at a new version, until stopped."""
 
-    def __init__(self, port: int, rng: random.Random, version: dict[int, int]) -> None:
+    def __init__(self, port: int, rng: random.Random, version: dict[int, int], date: str) -> None:
         super().__init__(daemon=True)
+        self.date = date  # places the documents in one tier
         self.url = f"http://127.0.0.1:{port}/v1/ingest/jobs"
         self.rng = rng
         self.version = version  # next version per doc, shared across runs
@@ -113,7 +114,7 @@ class Submitter(threading.Thread):
                     self.sent.setdefault(d, set()).add(v)
                 body = {
                     "documents": [
-                        {"id": f"d{d}", "text": text(d, v), "metadata": {"date": "2026-11-20"}}
+                        {"id": f"d{d}", "text": text(d, v), "metadata": {"date": self.date}}
                         for d, v in batch.items()
                     ]
                 }
@@ -129,8 +130,12 @@ class Submitter(threading.Thread):
                 time.sleep(self.rng.uniform(0, 0.15))
 
 
+DATES = {"hot": "2026-11-20", "cold": "2003-04-01"}  # within the hot window (365 days), or long past
+
+
 @pytest.mark.slow
-def test_sigkill_at_random_points_loses_nothing_acknowledged(tmp_path: Path) -> None:
+@pytest.mark.parametrize("tier", ["hot", "cold"])
+def test_sigkill_at_random_points_loses_nothing_acknowledged(tmp_path: Path, tier: str) -> None:
     rng = random.Random(20261130)
     data, port = tmp_path / "data", free_port()
     version = dict.fromkeys(range(POOL), 0)
@@ -139,7 +144,7 @@ def test_sigkill_at_random_points_loses_nothing_acknowledged(tmp_path: Path) -> 
     jobs: list[str] = []
     for _ in range(KILLS):
         with server(data, port) as proc:
-            submitter = Submitter(port, rng, version)
+            submitter = Submitter(port, rng, version, DATES[tier])
             submitter.start()
             time.sleep(rng.uniform(0.5, 4.0))
             os.kill(proc.pid, signal.SIGKILL)
@@ -173,6 +178,6 @@ def test_sigkill_at_random_points_loses_nothing_acknowledged(tmp_path: Path) -> 
             assert len(versions) == 1, f"d{d} mixes versions {versions}"
             stored = int(versions.pop())
             assert stored >= acked[d] and stored in sent[d], (d, stored, acked[d])
-            assert body["tiers"] == ["hot"] and ids == [f"d{d}#{n}" for n in range(len(ids))]
+            assert body["tiers"] == [tier] and ids == [f"d{d}#{n}" for n in range(len(ids))]
             assert body["text"] == text(d, stored) == "".join(c["text"] for c in chunks)  # no overlap
     print(f"{KILLS} kills, {len(jobs)} jobs acknowledged, {len(acked)} documents checked")
