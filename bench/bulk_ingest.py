@@ -41,8 +41,9 @@ from bench._common import emit, machine
 from bench.ingest import DEFAULT_CORPUS, make_tiers, write_corpus
 from indexers.embed.embedder import AsyncEmbedder, SentenceTransformerEmbedder
 from indexers.ingest.load import load_paths
-from indexers.ingest.pipeline import IngestReport, Pipeline
+from indexers.ingest.pipeline import Pipeline
 from indexers.ingest.ray_pipeline import RUNTIME_ENV, RayOptions, RayPipeline
+from indexers.ingest.results import IngestReport
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
 

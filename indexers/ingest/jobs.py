@@ -28,7 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from indexers.ingest.ledger import JobState, JobStatus, Ledger
-from indexers.ingest.pipeline import DocResult, IngestReport, Pipeline, Placement
+from indexers.ingest.pipeline import Pipeline
+from indexers.ingest.results import DocResult, IngestReport, Placement
 from indexers.records import Document
 from indexers.storage import DiskGuard
 from indexers.tiers.base import TierError

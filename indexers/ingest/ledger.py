@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal, Protocol
 
-from indexers.ingest.pipeline import DocResult, Placement
+from indexers.ingest.results import DocResult, Placement
 from indexers.records import Document
 
 JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]

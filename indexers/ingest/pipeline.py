@@ -25,16 +25,16 @@ import contextlib
 import datetime as dt
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 
 from indexers.embed.cache import EmbeddingCache
 from indexers.embed.embedder import AsyncEmbedder
 from indexers.ingest.load import LoadFailure
-from indexers.ingest.prepare import Status, chunk_documents, diff, document_hash, unchanged, with_structure
+from indexers.ingest.prepare import chunk_documents, diff, document_hash, unchanged, with_structure
+from indexers.ingest.results import DocResult, IngestReport, OnBatch, Placement, Placer, place
 from indexers.records import DOC_HASH, Chunk, Document, EmbeddedChunk, StoredChunk, TierName
 from indexers.storage import DiskFull, DiskGuard, disk_full
 from indexers.text.chunk import Chunker
@@ -42,62 +42,9 @@ from indexers.tiers.base import StoreTier, TierError
 
 log = logging.getLogger(__name__)
 
-Placement = Literal["auto", "hot", "cold"]
 Held = tuple[str, str | None]  # a stored chunk's content hash and its document's hash
-Placer = Callable[[Document], TierName]
 Key = tuple[str, str]  # (tenant, document id)
-MAX_FAILURES_KEPT = 1000
 _CHARS_PER_CHUNK = 800  # batches are cut by text size before chunking (~200 tokens of English)
-
-
-@dataclass(frozen=True, slots=True)
-class DocResult:
-    id: str
-    status: Status
-    chunks: int = 0
-    tier: TierName | None = None
-    error: str | None = None
-    tenant: str | None = None
-
-
-@dataclass(slots=True)
-class IngestReport:
-    """Counts for the whole run; per-document results only when asked for (memory stays flat)."""
-
-    counts: dict[Status, int] = field(default_factory=dict)
-    failures: list[DocResult] = field(default_factory=list)  # the first MAX_FAILURES_KEPT
-    results: list[DocResult] = field(default_factory=list)  # only with ``collect=True``
-    chunks_written: int = 0
-    chunks_embedded: int = 0
-    chunks_cached: int = 0
-    seconds: float = 0.0
-    cancelled: bool = False
-    stage_seconds: dict[str, float] = field(default_factory=dict)  # busy time: read, diff, embed, write
-
-    def timed(self, stage: str, started: float) -> None:
-        self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + time.perf_counter() - started
-
-    def count(self, status: Status) -> int:
-        return self.counts.get(status, 0)
-
-    @property
-    def documents(self) -> int:
-        return sum(self.counts.values())
-
-    @property
-    def chunks_per_s(self) -> float:
-        return self.chunks_written / self.seconds if self.seconds > 0 else 0.0
-
-    def add(self, results: Sequence[DocResult], collect: bool) -> None:
-        for r in results:
-            self.counts[r.status] = self.counts.get(r.status, 0) + 1
-            if r.status == "failed" and len(self.failures) < MAX_FAILURES_KEPT:
-                self.failures.append(r)
-        if collect:
-            self.results.extend(results)
-
-
-OnBatch = Callable[[Sequence[DocResult], IngestReport], Awaitable[None] | None]
 
 
 @dataclass(slots=True)
@@ -108,18 +55,6 @@ class _Batch:
     stale: list[tuple[TierName, str, str]]
     vectors: np.ndarray | None = None
     written: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-def place(doc: Document, placement: Placement | Placer, hot_window_days: int, today: dt.date) -> TierName:
-    """Hot when dated inside the window or undated; cold when older; or as forced."""
-    if callable(placement):
-        return placement(doc)
-    if placement != "auto":
-        return placement
-    date = doc.date
-    if date is None and doc.year is not None:
-        date = dt.date(doc.year, 12, 31)
-    return "hot" if date is None or date >= today - dt.timedelta(days=hot_window_days) else "cold"
 
 
 class StageFailed(TierError):

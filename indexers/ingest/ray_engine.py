@@ -36,7 +36,6 @@ import numpy as np
 
 from indexers.embed.embedder import PassEmbedder, Tokenizers
 from indexers.ingest.load import LoadFailure, LoadOptions, iter_files, load_any, parse_record
-from indexers.ingest.pipeline import DocResult, Placement, place
 from indexers.ingest.prepare import (
     Diff,
     TokenMemo,
@@ -46,6 +45,7 @@ from indexers.ingest.prepare import (
     unchanged,
     with_structure,
 )
+from indexers.ingest.results import DocResult, Placement, place
 from indexers.records import Chunk, Document, EmbeddedChunk, TierName
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer

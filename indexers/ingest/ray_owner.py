@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from indexers.ingest.pipeline import DocResult, IngestReport, OnBatch
 from indexers.ingest.prepare import Status
+from indexers.ingest.results import DocResult, IngestReport, OnBatch
 from indexers.records import EmbeddedChunk, StoredChunk, TierName
 from indexers.tiers.base import StoreTier
 from indexers.tiers.edge_shard import PointParts

@@ -22,7 +22,7 @@ from typing import Any, cast
 
 from indexers.embed.embedder import AsyncEmbedder, Embedder, PassEmbedder
 from indexers.ingest.load import LoadOptions
-from indexers.ingest.pipeline import IngestReport, OnBatch, Pipeline, Placement
+from indexers.ingest.pipeline import Pipeline
 from indexers.ingest.ray_engine import (
     EmbedActor,
     Spec,
@@ -33,6 +33,7 @@ from indexers.ingest.ray_engine import (
     read_unit,
 )
 from indexers.ingest.ray_owner import Key, Writer
+from indexers.ingest.results import IngestReport, OnBatch, Placement
 from indexers.records import Document, TierName
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer

@@ -16,7 +16,8 @@ import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from indexers.ingest.pipeline import Pipeline, place
+from indexers.ingest.pipeline import Pipeline
+from indexers.ingest.results import place
 from indexers.records import Chunk, Document, EmbeddedChunk, StoredChunk
 from indexers.tiers.base import StoreTier, TierUnavailable
 

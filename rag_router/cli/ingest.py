@@ -26,8 +26,8 @@ from rich.progress import (
 from rich.table import Table
 
 from indexers.ingest.load import FieldMap, LoadOptions, iter_files, load_paths
-from indexers.ingest.pipeline import IngestReport, OnBatch, Placement
 from indexers.ingest.ray_pipeline import RayOptions
+from indexers.ingest.results import IngestReport, OnBatch, Placement
 from rag_router.cli.common import app, console, fail, local_services, server_url, setup_logging
 from rag_router.cli.store import Url, jobs
 from rag_router.client import ApiError, Client

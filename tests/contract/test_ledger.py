@@ -12,7 +12,7 @@ import pytest
 
 from indexers.ingest.ledger import SqlLedger, doc_key
 from indexers.ingest.ledger_engines import PostgresLedger, SqliteLedger
-from indexers.ingest.pipeline import DocResult
+from indexers.ingest.results import DocResult
 from indexers.records import Document
 
 Open = Callable[[], SqlLedger]

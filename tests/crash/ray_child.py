@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from indexers.embed.embedder import SentenceTransformerEmbedder
-from indexers.ingest.pipeline import DocResult, IngestReport
 from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
+from indexers.ingest.results import DocResult, IngestReport
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
 from indexers.tiers.local_cold import LocalColdTier

@@ -46,7 +46,7 @@ def test_load_dataset_keeps_judged_queries_and_kinds(tmp_path: Path) -> None:
 def test_split_dates_is_deterministic_and_places_the_share_hot() -> None:
     import datetime as dt
 
-    from indexers.ingest.pipeline import place
+    from indexers.ingest.results import place
     from indexers.records import Document
     from rag_router.evaluate import split_dates
 

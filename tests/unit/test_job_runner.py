@@ -11,7 +11,7 @@ from typing import Any
 from indexers.ingest.jobs import JobRunner
 from indexers.ingest.ledger import Lease
 from indexers.ingest.ledger_engines import SqliteLedger
-from indexers.ingest.pipeline import DocResult, IngestReport
+from indexers.ingest.results import DocResult, IngestReport
 from indexers.records import Document
 
 

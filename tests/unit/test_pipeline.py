@@ -9,7 +9,8 @@ import pytest
 from indexers.embed.cache import EmbeddingCache
 from indexers.embed.embedder import AsyncEmbedder
 from indexers.ingest.load import LoadFailure, load_paths
-from indexers.ingest.pipeline import IngestReport, Pipeline, place
+from indexers.ingest.pipeline import Pipeline
+from indexers.ingest.results import IngestReport, place
 from indexers.records import Document
 from indexers.storage import DiskFull
 from indexers.text.chunk import Chunker
