@@ -3,6 +3,7 @@ error responses every endpoint documents (the one envelope, ``errors.py``)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -16,6 +17,8 @@ from rag_router.errors import RateLimited, Unauthorized
 from rag_router.search.filters import parse_filters
 from rag_router.search.flow import SearchParams
 from rag_router.services import Services, disk_guard, service_error
+
+log = logging.getLogger(__name__)
 
 # The error responses every endpoint documents in the OpenAPI schema (the one envelope).
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -57,8 +60,8 @@ async def tenant(request: Request) -> str:
         raise Unauthorized("missing or unknown API key (Authorization: Bearer <key>)")
     wait = keys.retry_after(key)
     if wait is not None:
+        log.info("key %s over its rate limit; retry in %d s", key.label, wait)  # never the key itself
         raise RateLimited(f"this key is over its rate limit ({request.app.state.settings.rate_limit})", wait)
-    request.state.key = key.label  # how the request's log lines name the key (never the key)
     return key.tenant
 
 
