@@ -38,6 +38,24 @@ def _corpus(dataset: Dataset, split: float | None) -> Iterator[Document]:
     return (split_dates(doc, split, today) for doc in dataset.corpus())
 
 
+def _save(report: dict[str, Any], dataset: str, route: str, legs: str) -> None:
+    """Keep the report in the service's data dir (``evals/``), where the page's Evaluate tab reads
+    the latest; a data dir that cannot be written only loses that copy."""
+    folder = get_settings().data_dir / "evals"
+    entry = {
+        **report,
+        "dataset": dataset,
+        "route": route,
+        "legs": legs,
+        "when": dt.datetime.now().isoformat(timespec="seconds"),
+    }
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{dataset}-{route}-{legs}.json").write_text(json.dumps(entry, indent=1), encoding="utf-8")
+    except OSError:
+        pass
+
+
 @app.command("eval")
 def evaluate(
     dataset_dir: Annotated[Path, typer.Argument(help="BEIR-layout folder", exists=True, file_okay=False)],
@@ -72,6 +90,7 @@ def evaluate(
     finally:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
+    _save(report, dataset_dir.name, route, legs)
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return

@@ -64,6 +64,8 @@ def test_eval_json_on_a_beir_folder(env: Path, monkeypatch: pytest.MonkeyPatch) 
         "cold_share",
     ):
         assert key in report
+    saved = json.loads((env / "data" / "evals" / "ds-both-hybrid.json").read_text())  # for the page
+    assert saved["ndcg@10"] == report["ndcg@10"] and saved["dataset"] == "ds" and saved["when"]
     assert report["queries"] == 2 and report["success@1"] == 1.0 and report["cold_share"] == 1.0
     assert set(report["by_kind"]) == {"topic", "clause"} and report["by_kind"]["clause"]["queries"] == 1
     monkeypatch.delenv("RAG_LOG_LEVEL")  # the table alone, no log lines through it
