@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from indexers.embed.embedder import Embedder
-from rag_router import __version__
+from rag_router import __version__, web
 from rag_router.api import errors
 from rag_router.api.context import RequestContext
 from rag_router.api.keys import KeyRing
@@ -59,6 +59,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None, freeze_g
     errors.install(app)
     for router in ROUTERS:
         app.include_router(router)
+    app.include_router(web.router)  # the page at / (not in the OpenAPI schema)
 
     def rejected() -> None:
         services = getattr(app.state, "services", None)

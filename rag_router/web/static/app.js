@@ -1,0 +1,289 @@
+// rag-router's page: ask (streamed answer, route, hits), documents (upload, browse, delete), evaluate.
+// Plain JS, no build step, no CDN: it talks to the same JSON API as every other client.
+"use strict";
+const $ = (id) => document.getElementById(id);
+const KEY = "rag-router-key";
+
+function headers(extra = {}) {
+  const key = sessionStorage.getItem(KEY);
+  return key ? { ...extra, Authorization: `Bearer ${key}` } : extra;
+}
+
+async function api(method, path, body, isForm = false) {
+  const opts = { method, headers: headers(isForm || body === undefined ? {} : { "content-type": "application/json" }) };
+  if (body !== undefined) opts.body = isForm ? body : JSON.stringify(body);
+  const r = await fetch(path, opts);
+  if (r.status === 401) { askKey(); throw new Error("this server needs an API key"); }
+  return r;
+}
+
+async function failure(r) {
+  try { const e = (await r.json()).error; return `${r.status} ${e.code}: ${e.message}`; }
+  catch { return `${r.status} ${r.statusText}`; }
+}
+
+// --- API key: asked once, kept in this tab only --------------------------------------------
+function askKey() { $("key-form").hidden = false; $("key-input").focus(); }
+$("key-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  sessionStorage.setItem(KEY, $("key-input").value.trim());
+  $("key-input").value = "";
+  $("key-form").hidden = true;
+  $("q").focus();
+});
+$("key-button").addEventListener("click", askKey);
+(async () => {  // does this server ask for keys?
+  const r = await fetch("/v1/ingest/jobs", { headers: headers() });
+  if (r.status === 401) { $("key-button").hidden = false; askKey(); }
+})();
+
+// --- tabs -----------------------------------------------------------------------------------
+const tabs = [...document.querySelectorAll('[role="tab"]')];
+function show(tab) {
+  for (const t of tabs) {
+    const on = t === tab;
+    t.setAttribute("aria-selected", on);
+    t.tabIndex = on ? 0 : -1;
+    $(t.getAttribute("aria-controls")).hidden = !on;
+  }
+  if (tab.id === "tab-eval") loadEval();
+}
+tabs.forEach((t, i) => {
+  t.addEventListener("click", () => show(t));
+  t.addEventListener("keydown", (e) => {
+    const d = e.key === "ArrowRight" ? 1 : e.key === "ArrowLeft" ? -1 : 0;
+    if (d) { const n = tabs[(i + d + tabs.length) % tabs.length]; n.focus(); show(n); }
+  });
+});
+
+// --- server-sent events over fetch (EventSource cannot send a key or a POST body) -------------
+async function* events(response) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true }).replace(/\r\n/g, "\n");
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let event = "message", data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) event = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      }
+      if (data.length) yield { event, data: data.join("\n") };
+    }
+  }
+}
+
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") e.className = v; else if (k.startsWith("on")) e.addEventListener(k.slice(2), v); else e.setAttribute(k, v);
+  }
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return e;
+}
+
+// --- Ask ---------------------------------------------------------------------------------------
+let hits = [];
+$("ask-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const query = $("q").value;
+  const body = { query, route: $("route").value, stream: true };
+  const err = $("ask-error");
+  err.hidden = true;
+  if ($("filters").value.trim()) {
+    try { body.filters = JSON.parse($("filters").value); }
+    catch (x) { err.textContent = `Filters are not JSON: ${x.message}`; err.hidden = false; return; }
+  }
+  $("answer").textContent = ""; $("answer-mode").textContent = "…"; $("passage").hidden = true;
+  $("hits").replaceChildren(); $("route-facts").replaceChildren(); $("timings").replaceChildren();
+  $("query-marked").replaceChildren(query);
+  $("ask-button").disabled = true;
+  let text = "";
+  try {
+    const r = await api("POST", "/v1/answer", body);
+    if (!r.ok) throw new Error(await failure(r));
+    for await (const { event, data } of events(r)) {
+      const d = JSON.parse(data);
+      if (event === "route") showRoute(query, d);
+      else if (event === "hits") showHits(d);
+      else if (event === "token") { text += d.text; showAnswer(text); }
+      else if (event === "done") {
+        showAnswer(d.answer || text);
+        showHits(d.hits); showRoute(query, d.route); showTimings(d.timings_ms);
+        $("answer-mode").textContent = `${d.mode}${d.degraded ? " · degraded" : ""}`;
+      } else if (event === "error") throw new Error(`${d.error.code}: ${d.error.message}`);
+    }
+  } catch (x) { err.textContent = x.message; err.hidden = false; $("answer-mode").textContent = ""; }
+  finally { $("ask-button").disabled = false; }
+});
+
+function showAnswer(text) {  // "[n]" becomes a button that opens source n
+  const out = $("answer");
+  out.replaceChildren();
+  let last = 0;
+  for (const m of text.matchAll(/\[(\d+)\]/g)) {
+    out.append(text.slice(last, m.index));
+    const n = Number(m[1]);
+    out.append(el("button", { type: "button", class: "cite", "data-n": n, onclick: () => openSource(n) }, `[${n}]`));
+    last = m.index + m[0].length;
+  }
+  out.append(text.slice(last));
+}
+
+function openSource(n) {
+  const h = hits[n - 1];
+  const p = $("passage");
+  if (!h) return;
+  p.replaceChildren(el("h3", {}, `[${n}] ${h.title || h.doc_id}`), el("p", { class: "meta" }, `${h.doc_id} · ${h.tier}`), el("p", {}, h.text));
+  p.hidden = false;
+  p.focus();
+}
+
+const FEATURE_WORDS = /\b(latest|recent(?:ly)?|newest|current(?:ly)?|this (?:year|month|week)|today)\b|最近|最新|近期|今年|本月/gi;
+
+function spans(query, f) {  // [start, end, kind] of every feature found in the query
+  const out = [];
+  for (const c of f.clauses || []) out.push([c.span[0], c.span[1], "clause"]);
+  for (const l of f.laws || []) out.push([l.span[0], l.span[1], "law"]);
+  const find = (s, kind) => { const i = query.indexOf(s); if (s && i >= 0) out.push([i, i + s.length, kind]); };
+  for (const y of f.years || []) find(String(y), "year");
+  for (const s of f.identifiers || []) find(s, "identifier");
+  for (const s of f.quoted || []) find(s, "quoted");
+  if (f.recency) for (const m of query.matchAll(FEATURE_WORDS)) out.push([m.index, m.index + m[0].length, "recency"]);
+  out.sort((a, b) => a[0] - b[0]);
+  return out.filter((s, i) => i === 0 || s[0] >= out[i - 1][1]);
+}
+
+function showRoute(query, route) {
+  if (!route) return;
+  const f = route.features || {};
+  const q = $("query-marked");
+  q.replaceChildren();
+  let at = 0;
+  for (const [a, b, kind] of spans(query, f)) {
+    q.append(query.slice(at, a), el("mark", { class: kind, title: kind }, query.slice(a, b)));
+    at = b;
+  }
+  q.append(query.slice(at));
+  const facts = $("route-facts");
+  const filters = Object.keys(route.filters || {}).length ? JSON.stringify(route.filters) : "none";
+  facts.replaceChildren(
+    el("dt", {}, "tiers"), el("dd", {}, (route.tiers || []).join(", ")),
+    el("dt", {}, "filters"), el("dd", {}, filters),
+    el("dt", {}, "reason"), el("dd", { id: "route-reason" }, route.reason || ""),
+  );
+}
+
+function showTimings(t) {
+  const bar = $("timings");
+  bar.replaceChildren();
+  if (!t) return;
+  const total = t.total || Object.values(t).reduce((a, b) => a + b, 0) || 1;
+  for (const [stage, ms] of Object.entries(t)) {
+    if (stage === "total") continue;
+    const w = Math.max(0.5, (100 * ms) / total);
+    bar.append(el("span", { style: `width:${w}%`, title: `${stage}: ${ms.toFixed(1)} ms` }, stage));
+  }
+  bar.append(el("small", {}, ` total ${total.toFixed(1)} ms`));
+}
+
+function showHits(list) {
+  hits = list || [];
+  $("hits").replaceChildren(...hits.map((h, i) => el("li", { id: `hit-${i + 1}` },
+    el("div", { class: "hit-head" }, el("strong", {}, h.title || h.doc_id), ` ${h.doc_id} `, el("span", { class: `tier ${h.tier}` }, h.tier), ` score ${h.score.toFixed(3)}`),
+    el("div", { class: "legs" }, Object.entries(h.legs || {}).map(([leg, s]) => `${leg} #${s.rank} (${s.score.toFixed(3)})`).join(" · ")),
+    el("p", {}, h.text),
+    el("details", {}, el("summary", {}, "metadata"), el("pre", {}, JSON.stringify(h.metadata, null, 1))),
+  )));
+}
+
+// --- Documents -----------------------------------------------------------------------------------
+$("upload-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const form = new FormData();
+  for (const f of $("files").files) form.append("files", f, f.name);
+  form.append("tier", $("upload-tier").value);
+  const status = $("job-status"), bar = $("job-progress");
+  $("file-results").replaceChildren();
+  status.textContent = "uploading…";
+  try {
+    const r = await api("POST", "/v1/ingest/files", form, true);
+    if (!r.ok) throw new Error(await failure(r));
+    const accepted = await r.json();
+    $("file-results").replaceChildren(...accepted.files.map((f) =>
+      el("li", { class: f.error ? "error" : "" }, f.error ? `${f.name}: ${f.error}` : `${f.name}: ${f.documents} document(s)`)));
+    bar.hidden = false; bar.value = 0;
+    const ev = await api("GET", `/v1/ingest/jobs/${accepted.job_id}/events`);
+    for await (const { event, data } of events(ev)) {
+      const j = JSON.parse(data);
+      bar.value = j.total ? (j.done + j.failed) / j.total : 0;
+      status.textContent = `job ${j.job_id}: ${j.status}, ${j.done}/${j.total} done, ${j.failed} failed`;
+      if (event === "done") { bar.value = 1; break; }
+    }
+  } catch (x) { status.textContent = x.message; }
+});
+
+const docPath = (id) => "/v1/documents/" + id.split("/").map(encodeURIComponent).join("/");
+
+$("doc-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const id = $("doc-id").value.trim(), view = $("doc-view"), status = $("doc-status");
+  view.hidden = true; $("doc-delete").disabled = true;
+  const r = await api("GET", docPath(id));
+  if (!r.ok) { status.textContent = await failure(r); return; }
+  const d = await r.json();
+  status.textContent = `${d.id}: ${d.chunks.length} chunk(s) in ${d.tiers.join(", ")}`;
+  view.replaceChildren(el("h3", {}, d.title || d.id), el("pre", { class: "meta" }, JSON.stringify(d.metadata)), el("p", {}, d.text || ""));
+  view.hidden = false; $("doc-delete").disabled = false;
+});
+
+$("doc-delete").addEventListener("click", async () => {
+  const id = $("doc-id").value.trim();
+  if (!confirm(`Delete ${id} from every tier?`)) return;
+  const r = await api("DELETE", docPath(id));
+  $("doc-status").textContent = r.ok ? `deleted ${id}: ${(await r.json()).deleted_chunks} chunk(s)` : await failure(r);
+  $("doc-view").hidden = true; $("doc-delete").disabled = true;
+});
+
+// --- Evaluate ------------------------------------------------------------------------------------
+const METRICS = ["ndcg@10", "recall@100", "mrr@10", "success@1", "latency_ms_p50", "latency_ms_p99", "queries"];
+
+async function loadEval() {
+  const r = await fetch("/ui/evals.json", { headers: headers() });
+  const reports = r.ok ? await r.json() : { evals: [], cascade: null };
+  $("eval-status").textContent = reports.evals.length ? "" : "No evaluation yet: run `rag-router eval DATASET_DIR` on this data dir.";
+  $("eval-tables").replaceChildren(...reports.evals.map((rep) => {
+    const rows = [["all", rep], ...Object.entries(rep.by_kind || {})];
+    return el("table", {}, el("caption", {}, `${rep.dataset} · route ${rep.route} · ${rep.when}`),
+      el("tr", {}, el("th", {}, "queries"), ...METRICS.map((m) => el("th", {}, m))),
+      ...rows.map(([name, v]) => el("tr", {}, el("th", {}, name), ...METRICS.map((m) => el("td", {}, fmt(v[m]))))));
+  }));
+  $("eval-plot").replaceChildren(reports.cascade ? plot(reports.cascade) : "");
+}
+const fmt = (v) => (v === undefined || v === null ? "" : Number.isInteger(v) ? v : Number(v).toFixed(3));
+
+function plot(points) {  // the cascade trade-off: share of queries that also search cold vs quality
+  const ns = "http://www.w3.org/2000/svg", W = 420, H = 240, P = 40;
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`); svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", "cascade trade-off: cold searched vs nDCG@10");
+  const xs = points.map((p) => p.cold_share), ys = points.map((p) => p.ndcg);
+  const [y0, y1] = [Math.min(...ys), Math.max(...ys) || 1];
+  const px = (x) => P + x * (W - 2 * P), py = (y) => H - P - ((y - y0) / (y1 - y0 || 1)) * (H - 2 * P);
+  const line = document.createElementNS(ns, "polyline");
+  line.setAttribute("points", points.map((p) => `${px(p.cold_share)},${py(p.ndcg)}`).join(" "));
+  line.setAttribute("class", "curve");
+  svg.append(line);
+  for (const [t, x, y] of [["cold searched →", W - P, H - 8], [`nDCG@10 ${y0.toFixed(3)}–${y1.toFixed(3)}`, P, 14]]) {
+    const label = document.createElementNS(ns, "text");
+    label.setAttribute("x", x); label.setAttribute("y", y); label.setAttribute("text-anchor", x > P ? "end" : "start");
+    label.textContent = t; svg.append(label);
+  }
+  return svg;
+}
