@@ -42,12 +42,15 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
+    # the cascade curve measured on SciFact (docs/bench-cascade.json), as bench/cascade_curve.py prints it
+    shutil.copy(ROOT / "docs" / "bench-cascade.json", data / "evals" / "cascade.json")
     port = free_port()
     with server(data, port, RAG_API_KEYS=json.dumps([KEY])):
         url = f"http://127.0.0.1:{port}"
         docs = [
             json.loads(line) for line in (ROOT / "data" / "sample" / "udhr.jsonl").read_text().splitlines()
         ]
+        docs.append({"id": "notes/2026/harbour", "text": "Harbour dues rose in 2026.", "title": "Dues"})
         r = httpx.post(
             f"{url}/v1/documents",
             json={"documents": docs},
@@ -148,7 +151,7 @@ def test_the_page_end_to_end(base_url: str, browser: Any, tmp_path: Path) -> Non
     note.write_text("# Harbour note\n\nPilots board every vessel over forty metres.\n", encoding="utf-8")
     by_id(d, "files").send_keys(str(note))
     by_id(d, "upload-button").click()
-    wait(d, lambda _: "done" in by_id(d, "job-status").text, 120)
+    wait(d, lambda _: ": done," in by_id(d, "job-status").text, 120)  # the job's status, not "0/1 done"
     assert by_id(d, "job-progress").get_attribute("value") == "1"
     assert "harbour-note.md: 1 document" in by_id(d, "file-results").text
     d.save_screenshot(str(SHOTS / "4-upload.png"))
@@ -163,10 +166,19 @@ def test_the_page_end_to_end(base_url: str, browser: Any, tmp_path: Path) -> Non
     gone = httpx.get(f"{base_url}/v1/documents/harbour-note.md", headers={"Authorization": f"Bearer {KEY}"})
     assert gone.status_code == 404
 
-    # evaluate: the saved report as a table
+    # an id with slashes opens as itself
+    doc_id = by_id(d, "doc-id")
+    doc_id.clear()
+    doc_id.send_keys("notes/2026/harbour")
+    by_id(d, "doc-get").click()
+    wait(d, lambda _: "notes/2026/harbour: 1 chunk" in by_id(d, "doc-status").text)
+    assert "Harbour dues rose" in by_id(d, "doc-view").text
+
+    # evaluate: the saved report as a table, the cascade curve as a plot
     by_id(d, "tab-eval").click()
     table = wait(d, lambda _: d.find_elements(By.CSS_SELECTOR, "#eval-tables table"))[0]
     assert "udhr" in table.text and "ndcg@10" in table.text
+    assert d.find_elements(By.CSS_SELECTOR, "#eval-plot svg polyline.curve")
     d.save_screenshot(str(SHOTS / "6-evaluate.png"))
 
 

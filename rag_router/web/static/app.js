@@ -224,7 +224,11 @@ $("upload-form").addEventListener("submit", async (e) => {
       const j = JSON.parse(data);
       bar.value = j.total ? (j.done + j.failed) / j.total : 0;
       status.textContent = `job ${j.job_id}: ${j.status}, ${j.done}/${j.total} done, ${j.failed} failed`;
-      if (event === "done") { bar.value = 1; break; }
+      if (event === "done") {
+        bar.value = 1;
+        $("file-results").append(...(j.errors || []).map((x) => el("li", { class: "error" }, `${x.id}: ${x.error}`)));
+        break;
+      }
     }
   } catch (x) { status.textContent = x.message; }
 });
@@ -261,7 +265,7 @@ async function loadEval() {
   $("eval-tables").replaceChildren(...reports.evals.map((rep) => {
     const rows = [["all", rep], ...Object.entries(rep.by_kind || {})];
     return el("table", {}, el("caption", {}, `${rep.dataset} · route ${rep.route} · ${rep.when}`),
-      el("tr", {}, el("th", {}, "queries"), ...METRICS.map((m) => el("th", {}, m))),
+      el("tr", {}, el("th", {}, "kind"), ...METRICS.map((m) => el("th", {}, m))),
       ...rows.map(([name, v]) => el("tr", {}, el("th", {}, name), ...METRICS.map((m) => el("td", {}, fmt(v[m]))))));
   }));
   $("eval-plot").replaceChildren(reports.cascade ? plot(reports.cascade) : "");
