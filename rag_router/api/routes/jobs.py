@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, File, Form, Request, UploadFile
+from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from indexers.ingest.ledger import JobState
@@ -36,21 +36,8 @@ EVENTS_INTERVAL_S = 0.5  # how often the event stream reads the ledger
 _COPY_CHUNK = 1024 * 1024
 
 
-@router.post(
-    "/v1/ingest/jobs",
-    status_code=202,
-    response_model=JobCreated,
-    responses=WRITE_RESPONSES,
-    dependencies=[Writable],
-)
-async def create_job(body: DocumentsRequest, svc: Svc, tenant: Tenant) -> JobCreated:
-    """Accepted once the job and all its documents are durably in the job ledger."""
-    await _room_for_a_job(svc, tenant)
-    return JobCreated(job_id=await svc.jobs.submit(tenant, body.tier, documents_of(body, tenant)))
-
-
-async def _room_for_a_job(svc: Services, tenant: str) -> None:
-    """429 while the tenant has ``jobs.max_pending`` jobs queued or running."""
+async def room_for_a_job(svc: Svc, tenant: Tenant) -> None:
+    """429 while the tenant has ``jobs.max_pending`` jobs queued or running (a new job's dependency)."""
     limit = svc.settings.jobs.max_pending
     pending = [j for j in await svc.jobs.jobs(tenant, limit=limit + 1) if j.status in ("queued", "running")]
     if len(pending) >= limit:
@@ -58,11 +45,23 @@ async def _room_for_a_job(svc: Services, tenant: str) -> None:
 
 
 @router.post(
+    "/v1/ingest/jobs",
+    status_code=202,
+    response_model=JobCreated,
+    responses=WRITE_RESPONSES,
+    dependencies=[Writable, Depends(room_for_a_job)],
+)
+async def create_job(body: DocumentsRequest, svc: Svc, tenant: Tenant) -> JobCreated:
+    """Accepted once the job and all its documents are durably in the job ledger."""
+    return JobCreated(job_id=await svc.jobs.submit(tenant, body.tier, documents_of(body, tenant)))
+
+
+@router.post(
     "/v1/ingest/files",
     status_code=202,
     response_model=FilesAccepted,
     responses=WRITE_RESPONSES,
-    dependencies=[Writable],
+    dependencies=[Writable, Depends(room_for_a_job)],
 )
 async def upload_files(
     request: Request,
@@ -89,7 +88,6 @@ async def upload_files(
 ) -> FilesAccepted:
     """Files → one ingestion job. A file's name (a relative path) becomes its document id, as the CLI's
     folder ingest names them; a file that cannot be read is listed with the reason and skipped."""
-    await _room_for_a_job(svc, tenant)
     owner = tenant  # the job is the caller's; its documents may be another tenant's (no keys only)
     if as_tenant is not None and as_tenant != tenant:
         if request.app.state.keys.enabled:
