@@ -55,9 +55,17 @@ class VectorIndex:
             )
             sample = vectors[np.random.default_rng(0).permutation(n)[: 256 * nlist]]
             if kmeans is not None:  # a trained quantizer of nlist points: train() skips k-means
-                quantizer.add(np.ascontiguousarray(kmeans(sample, nlist), dtype=np.float32))
+                centroids = np.ascontiguousarray(kmeans(sample, nlist), dtype=np.float32)
+                quantizer.add(centroids)
             index.train(sample)
             index.nprobe = max(8, nlist // 16)
+            assign = getattr(kmeans, "assign", None)
+            if assign is not None:  # each vector's list found where k-means ran; FAISS only encodes
+                x = np.ascontiguousarray(vectors, dtype=np.float32)
+                ids = np.ascontiguousarray(seqs, dtype=np.int64)
+                lists = np.ascontiguousarray(assign(x, centroids), dtype=np.int64)
+                index.add_core(n, faiss.swig_ptr(x), faiss.swig_ptr(ids), faiss.swig_ptr(lists))
+                n = 0
         if n:
             index.add_with_ids(vectors, seqs)
         with self.lock:

@@ -2,26 +2,32 @@
 
 FAISS trains its coarse quantizer with k-means on the CPU: for 500k vectors and ~2,800 lists that
 is most of a bulk load's index build. The same spherical k-means (inner product, as the index
-searches) is a few matrix products a round on a GPU.
+searches) is a few matrix products a round on a GPU, and so is putting each vector in its list.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from indexers.records import Vector
 
 
-def torch_kmeans(device: str = "cuda", rounds: int = 10, seed: int = 0) -> Callable[[Vector, int], Vector]:
-    def kmeans(sample: Vector, k: int) -> Vector:
+class TorchKMeans:
+    """Spherical k-means on a torch device, and the nearest centroid of each vector (the IVF
+    list a vector goes to: on a CPU that assignment was most of adding 500k vectors)."""
+
+    def __init__(self, device: str = "cuda", rounds: int = 10, seed: int = 0) -> None:
+        self.device, self.rounds, self.seed = device, rounds, seed
+
+    def __call__(self, sample: Vector, k: int) -> Vector:
         import torch
 
-        gen = torch.Generator(device="cpu").manual_seed(seed)
-        x = torch.from_numpy(np.ascontiguousarray(sample, dtype=np.float32)).to(device)
-        centroids = x[torch.randperm(len(x), generator=gen)[:k].to(device)].clone()
-        for _ in range(rounds):
+        gen = torch.Generator(device="cpu").manual_seed(self.seed)
+        x = torch.from_numpy(np.ascontiguousarray(sample, dtype=np.float32)).to(self.device)
+        centroids = x[torch.randperm(len(x), generator=gen)[:k].to(self.device)].clone()
+        for _ in range(self.rounds):
             nearest = (x @ centroids.T).argmax(dim=1)
             sums = torch.zeros_like(centroids).index_add_(0, nearest, x)
             counts = torch.bincount(nearest, minlength=k).unsqueeze(1)
@@ -29,4 +35,18 @@ def torch_kmeans(device: str = "cuda", rounds: int = 10, seed: int = 0) -> Calla
             centroids = torch.nn.functional.normalize(moved, dim=1)
         return np.asarray(centroids.float().cpu().numpy())
 
-    return kmeans
+    def assign(self, vectors: Vector, centroids: Vector, rows: int = 65_536) -> np.ndarray[Any, Any]:
+        """Index of the centroid with the largest inner product, per vector."""
+        import torch
+
+        c = torch.from_numpy(np.ascontiguousarray(centroids, dtype=np.float32)).to(self.device)
+        out = np.empty(len(vectors), dtype=np.int64)
+        for at in range(0, len(vectors), rows):
+            part = np.ascontiguousarray(vectors[at : at + rows], dtype=np.float32)
+            x = torch.from_numpy(part).to(self.device)
+            out[at : at + len(part)] = (x @ c.T).argmax(dim=1).cpu().numpy()
+        return out
+
+
+def torch_kmeans(device: str = "cuda", rounds: int = 10, seed: int = 0) -> TorchKMeans:
+    return TorchKMeans(device, rounds, seed)
