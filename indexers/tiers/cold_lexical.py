@@ -40,16 +40,27 @@ class LexicalIndex:
         except (FileNotFoundError, ValueError):
             return 0
 
-    def apply(self, rows: Sequence[tuple[Any, ...]], deleted: Sequence[int], version: int) -> None:
-        self.add(rows, deleted)
+    def apply(
+        self,
+        rows: Sequence[tuple[Any, ...]],
+        deleted: Sequence[int],
+        version: int,
+        new_above: int | None = None,
+    ) -> None:
+        self.add(rows, deleted, new_above=new_above)
         self.commit(version)
 
-    def add(self, rows: Sequence[tuple[Any, ...]], deleted: Sequence[int]) -> None:
-        """Queue changes (tantivy's threads index them); visible and durable at ``commit``."""
+    def add(
+        self, rows: Sequence[tuple[Any, ...]], deleted: Sequence[int], new_above: int | None = None
+    ) -> None:
+        """Queue changes (tantivy's threads index them); visible and durable at ``commit``. A row
+        whose seq is above ``new_above`` (when known) was never indexed: no older copy to delete first (a
+        delete by term costs as much as the add, and bulk loads are all new rows)."""
         for seq in deleted:
             self.writer.delete_documents_by_term("seq", seq)
         for seq, tenant, terms, year, day, kws in rows:
-            self.writer.delete_documents_by_term("seq", seq)
+            if new_above is None or seq <= new_above:
+                self.writer.delete_documents_by_term("seq", seq)
             doc = tantivy.Document(seq=seq, tenant=tenant, terms=terms, kw=kws)
             if year is not None:
                 doc.add_integer("year", year)

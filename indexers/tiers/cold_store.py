@@ -137,6 +137,12 @@ def lexical_rows(conn: sqlite3.Connection, where: str, arg: int) -> list[tuple[A
     return [(*r[:5], json.loads(r[5])) for r in rows]
 
 
+def last_seq(conn: sqlite3.Connection) -> int:
+    """The largest seq ever given (AUTOINCREMENT never gives one twice, even after a delete)."""
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'chunks'").fetchone()
+    return int(row[0]) if row else 0
+
+
 def tombstones(store: Store) -> int:
     return int(store.reader().execute("SELECT COUNT(*) FROM tombstones").fetchone()[0])
 

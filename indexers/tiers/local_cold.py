@@ -34,7 +34,7 @@ from indexers.text.lexical import Analyzer
 from indexers.tiers.base import DatedDocument, LegResults
 from indexers.tiers.cold_lexical import LexicalIndex
 from indexers.tiers.cold_segment import COLUMNS, ON_CONFLICT, ColdLookup, adopt, row_of
-from indexers.tiers.cold_store import ROW_COLUMNS, Store, filter_sql, lexical_rows, tombstones
+from indexers.tiers.cold_store import ROW_COLUMNS, Store, filter_sql, last_seq, lexical_rows, tombstones
 from indexers.tiers.cold_vectors import KMeans, VectorIndex
 from indexers.tiers.query import Filters, HitRef, LegHit, SearchQuery
 from indexers.tiers.threaded import ThreadedTier
@@ -130,6 +130,7 @@ class LocalCold:
                     row = self._write_row(conn, item, version)
                     rows.append(row)
                     seqs.append(row[0])
+            self._drain_feeding()
             lexical.apply(rows, [], version)
             vectors.apply(seqs, np.stack([i.vector for i in items]).astype(np.float32), [])
 
@@ -175,26 +176,34 @@ class LocalCold:
             try:
                 with store.transaction():
                     version = store.next_version(conn)
+                    last = last_seq(conn)  # rows above it are new: tantivy has nothing to replace
                     n = adopt(conn, version)
             finally:
                 conn.execute("DETACH DATABASE seg")
             if self._bulk:  # tantivy is fed beside the next adoption (SQLite releases the GIL)
-                self._feeding.append(self._feeder.submit(self._feed, version))
+                self._feeding.append(self._feeder.submit(self._feed, version, last))
                 return n
-            lexical.apply(lexical_rows(store.reader(), "version = ?", version), [], version)
+            lexical.apply(lexical_rows(store.reader(), "version = ?", version), [], version, new_above=last)
             vectors.apply(*self._changes_vectors(store.reader(), version - 1)[:2], [])
         return n
 
-    def _feed(self, version: int) -> None:
+    def _feed(self, version: int, last: int) -> None:
         began = time.perf_counter()
         store, lexical, _ = self._parts()
         conn = store.reader()
-        lexical.add(lexical_rows(conn, "version = ?", version), [])
+        lexical.add(lexical_rows(conn, "version = ?", version), [], new_above=last)
         if self._adopted is not None:
             rows = conn.execute("SELECT seq, vector FROM chunks WHERE version = ?", (version,)).fetchall()
             vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, self._dim)
             self._adopted.append((np.asarray([r[0] for r in rows], dtype=np.int64), vecs))
         self._spent("lexical", began)
+
+    def _drain_feeding(self) -> None:
+        """Wait for the adopted rows still being fed to tantivy (its writer takes one caller at
+        a time; under ``write_lock``, so no more are queued meanwhile)."""
+        feeding, self._feeding = self._feeding, []
+        for future in feeding:
+            future.result()
 
     def _spent(self, stage: str, began: float) -> None:
         self.bulk_seconds[stage] = self.bulk_seconds.get(stage, 0.0) + time.perf_counter() - began
@@ -203,9 +212,7 @@ class LocalCold:
         """Make what was adopted so far searchable by terms and durable in tantivy."""
         store, lexical, _ = self._parts()
         with store.write_lock:
-            feeding, self._feeding = self._feeding, []
-            for future in feeding:
-                future.result()
+            self._drain_feeding()
             began = time.perf_counter()
             lexical.commit(store.version())
             self._spent("lexical", began)
@@ -248,6 +255,7 @@ class LocalCold:
                     [(s, version) for s in seqs],
                 )
             if seqs:
+                self._drain_feeding()  # a bulk load's feeder thread may be using tantivy's writer
                 lexical.apply([], seqs, version)
                 vectors.apply([], np.zeros((0, self._dim), dtype=np.float32), seqs)
 
