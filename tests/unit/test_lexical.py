@@ -56,3 +56,23 @@ def test_query_vector_is_unit_weight_per_unique_term() -> None:
     indices, values = bm25_query_vector(["a", "b", "a"])
     assert sorted(indices) == sorted({term_id("a"), term_id("b")}) and values == [1.0, 1.0]
     assert term_id("gene") == term_id("gene") != term_id("genes")
+
+
+@pytest.mark.parametrize("options", [{}, {"stem": False}, {"stopwords": False}])
+def test_ascii_terms_from_the_memo_are_those_of_the_general_path(options: dict[str, bool]) -> None:
+    import json
+    from pathlib import Path
+
+    texts = [
+        str(json.loads(line).get("text", ""))
+        for path in sorted((Path(__file__).resolve().parents[2] / "data").rglob("*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
+    texts += ["The THE the's a_b x1 don't", "a" * 50 + " b", "", "the and of"]
+    analyzer = Analyzer(**options)
+    ascii_texts = [t for t in texts if t.isascii()]
+    assert len(ascii_texts) > 50
+    for _ in range(2):  # the memo empty, then full
+        for text in ascii_texts:
+            # a non-ASCII word sends the text down the general path; it adds its own term last
+            assert analyzer.terms(text) == analyzer.terms(text + " é")[:-1]
