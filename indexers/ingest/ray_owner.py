@@ -57,6 +57,7 @@ class Writer:
         self._changed: set[Key] = set()  # documents this run wrote
         self.redo: dict[Key, str] = {}  # documents to compare again after the run → their unit
         self._pending = _Pending()
+        self._t0 = time.time()  # the run's start on the wall clock the workers' "<stage>_at" use
 
     async def write(self, batch: dict[str, Any]) -> None:
         for i in range(len(batch["meta"])):
@@ -71,6 +72,7 @@ class Writer:
         report = self._report
         for stage in ("prepare", "embed", "build"):
             report.stage_seconds[stage] = report.stage_seconds.get(stage, 0.0) + float(row[f"{stage}_s"])
+            report.finished(stage, float(row[f"{stage}_at"]) - self._t0)
         results: list[DocResult] = list(row["results"])
         checks = list(row["check"])
         again = {(t, d) for t, d, _, _ in checks if (t, d) in self._seen}
@@ -92,6 +94,7 @@ class Writer:
                     stale.add((key[0], tenant, key[1]))
         await self._delete(stale)
         report.timed("write", began)
+        report.finished("write", time.time() - self._t0)
         self._seen.update((t, d) for t, d, _, _ in checks)
         written = {(e.chunk.tenant, e.chunk.doc_id) for _, e, _ in hot}
         restated = [r for r in _restated(results, held, stale, written) if not self._repeated(r, row["unit"])]

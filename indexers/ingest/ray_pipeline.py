@@ -136,9 +136,16 @@ class RayPipeline:
             read_by_workers=spec.lookups.keys(),
         )
         try:
+            # into empty tiers every chunk is embedded: the GPU actors load the model at once
+            preload = not any([await tier.count() for tier in self._tiers.values()])
             with _ray(self._options):
-                batches = self._dataflow(units, spec, segments)
-                while (batch := await asyncio.to_thread(next, batches, None)) is not None:
+                batches = self._dataflow(units, spec, segments, preload)
+                while True:
+                    waited = time.perf_counter()
+                    batch = await asyncio.to_thread(next, batches, None)
+                    report.timed("wait", waited)  # the owner idle, waiting for the dataflow
+                    if batch is None:
+                        break
                     if cancel is not None and cancel.is_set():
                         report.cancelled = True
                         break
@@ -209,7 +216,9 @@ class RayPipeline:
             stray.unlink(missing_ok=True)
         return folder
 
-    def _dataflow(self, units: Sequence[Any], spec: Spec, segments: Path) -> Iterator[dict[str, Any]]:
+    def _dataflow(
+        self, units: Sequence[Any], spec: Spec, segments: Path, preload: bool
+    ) -> Iterator[dict[str, Any]]:
         import ray
 
         ctx = ray.data.DataContext.get_current()
@@ -230,7 +239,11 @@ class RayPipeline:
         threads = None if gpus else max(1, int(ray.cluster_resources().get("CPU", 1)) // actors)  # type: ignore[no-untyped-call]
         ds = ds.map_batches(
             EmbedActor,
-            fn_constructor_kwargs={"make_embedder": self._make_embedder, "threads": threads},
+            fn_constructor_kwargs={
+                "make_embedder": self._make_embedder,
+                "threads": threads,
+                "preload": preload and bool(gpus),  # a CPU actor prepares too: it loads on demand
+            },
             batch_size=self._options.embed_units,
             batch_format="numpy",
             num_gpus=1 / per_gpu if gpus else 0,

@@ -43,9 +43,16 @@ class IngestReport:
     seconds: float = 0.0
     cancelled: bool = False
     stage_seconds: dict[str, float] = field(default_factory=dict)  # busy time: read, diff, embed, write
+    # when each stage finished its first and its last piece of work, seconds from the start
+    # (the Ray engine: which stage the others waited for)
+    stage_spans: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def timed(self, stage: str, started: float) -> None:
         self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + time.perf_counter() - started
+
+    def finished(self, stage: str, at: float) -> None:
+        first, _ = self.stage_spans.get(stage, (at, at))
+        self.stage_spans[stage] = (min(first, at), at)
 
     def count(self, status: Status) -> int:
         return self.counts.get(status, 0)

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexers.embed.embedder import AsyncEmbedder, SentenceTransformerEmbedder
+from indexers.embed.embedder import AsyncEmbedder, SentenceTransformerEmbedder, count_tokens
 from indexers.ingest.load import LoadOptions, load_paths
 from indexers.ingest.pipeline import Pipeline
-from indexers.ingest.prepare import TokenMemo, chunk_documents, with_structure
+from indexers.ingest.prepare import chunk_documents, with_structure
 from indexers.ingest.ray_engine import plan_units, read_unit
 from indexers.records import Document, EmbeddedChunk
 from indexers.text.chunk import Chunker
@@ -64,7 +64,7 @@ def test_units_read_every_line_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("max_tokens", "overlap"), [(240, 0), (40, 8), (12, 0)])
-def test_token_memo_gives_the_ids_whole_tokenization_gives(
+def test_chunks_and_model_input_are_those_of_the_tokenizer_itself(
     embedder: SentenceTransformerEmbedder, max_tokens: int, overlap: int
 ) -> None:
     tokenizers = embedder.tokenizers()
@@ -76,10 +76,16 @@ def test_token_memo_gives_the_ids_whole_tokenization_gives(
             title="刑法",
         )
     )
-    memo = TokenMemo(tokenizers)
-    chunker = Chunker(memo.count, max_tokens=max_tokens, overlap_tokens=overlap)
+    assert tokenizers.words is not None  # ids memoised by word (indexers.embed.wordpiece)
+    chunker = Chunker(tokenizers.count, max_tokens=max_tokens, overlap_tokens=overlap)
     chunks = [c for cs in chunk_documents(chunker, [(d, "h") for d in docs]) for c in cs]
-    assert memo.passages(chunks) == tokenizers.passages([c.embed_text for c in chunks])
+    plain = Chunker(
+        functools.partial(count_tokens, tokenizers.counter), max_tokens=max_tokens, overlap_tokens=overlap
+    )
+    assert chunks == [c for cs in chunk_documents(plain, [(d, "h") for d in docs]) for c in cs]
+    texts = [tokenizers.passage_prefix + c.embed_text for c in chunks]
+    expected = tokenizers.tokenizer(texts, truncation=True, max_length=tokenizers.max_len)["input_ids"]
+    assert tokenizers.passages([c.embed_text for c in chunks]) == expected
 
 
 def test_adopting_a_segment_is_an_upsert(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
@@ -242,3 +248,31 @@ async def test_ray_engine_into_the_hot_tier_reruns_embed_nothing(
     assert await tiers["cold"].count() == first.chunks_written
     for tier in tiers.values():
         await tier.close()
+
+
+class _Model:
+    def embed_ids(self, ids: list[np.ndarray]) -> np.ndarray:
+        return np.asarray([[float(len(i)), float(i[0])] for i in ids], dtype=np.float32)
+
+
+def test_an_actor_loads_the_model_only_when_asked_or_when_there_is_something_to_embed() -> None:
+    from indexers.ingest.ray_engine import EmbedActor
+
+    loads: list[int] = []
+
+    def make() -> _Model:
+        loads.append(1)
+        return _Model()
+
+    empty = {"ids": [np.zeros(0, np.int32)], "lengths": [np.zeros(0, np.int32)], "meta": [b"m"]}
+    lazy = EmbedActor(make)  # type: ignore[arg-type]
+    out = lazy(empty)
+    assert loads == [] and out["vectors"][0].shape[0] == 0 and out["meta"][0] == b"m"
+    rows = {
+        "ids": [np.asarray([7, 8, 9, 5], np.int32)],
+        "lengths": [np.asarray([3, 1], np.int32)],
+        "meta": [b"m"],
+    }
+    assert lazy(rows)["vectors"][0].tolist() == [[3.0, 7.0], [1.0, 5.0]] and loads == [1]
+    eager = EmbedActor(make, preload=True)  # type: ignore[arg-type]
+    assert eager(rows)["vectors"][0].tolist() == [[3.0, 7.0], [1.0, 5.0]] and loads == [1, 1]
