@@ -155,7 +155,7 @@ class Spec:
 def collector_paused() -> Iterator[None]:
     """Python's cycle collector off while a stage runs. A stage allocates millions of objects
     (words, chunks, rows) and frees them by reference counting; meanwhile the collector's full
-    passes walk everything the process holds (the tokenizer, the model): a third of a prepare
+    passes walk everything the process holds (the tokenizer, the model): over a quarter of a prepare
     task's time. A Ray worker runs one task at a time, so this touches no one else's work."""
     was = gc.isenabled()
     gc.disable()
@@ -257,7 +257,7 @@ class EmbedActor:
         self._make = make_embedder
         self._threads = threads
         self._embedder: PassEmbedder | None = None
-        # ``preload``: the model (torch, CUDA, weights: ~20 s on the H200 machine) loads beside
+        # ``preload``: the model (torch, CUDA, weights: ~25 s on the H200 machine) loads beside
         # the first units' preparation instead of on the first chunk to embed. The owner asks
         # for it when everything will be embedded (a load into empty tiers); a run over stored
         # documents may embed nothing, and then loading the model only slows it down.
