@@ -276,3 +276,12 @@ def test_an_actor_loads_the_model_only_when_asked_or_when_there_is_something_to_
     assert lazy(rows)["vectors"][0].tolist() == [[3.0, 7.0], [1.0, 5.0]] and loads == [1]
     eager = EmbedActor(make, preload=True)  # type: ignore[arg-type]
     assert eager(rows)["vectors"][0].tolist() == [[3.0, 7.0], [1.0, 5.0]] and loads == [1, 1]
+
+
+def test_a_document_result_travels_whole() -> None:
+    import pickle
+
+    from indexers.ingest.results import DocResult
+
+    for result in (DocResult("a", "created"), DocResult("b/c", "failed", 0, "cold", "no text", "acme")):
+        assert pickle.loads(pickle.dumps(result, protocol=5)) == result
