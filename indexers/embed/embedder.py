@@ -207,10 +207,10 @@ class Tokenizers:
     def ids(self, texts: Sequence[str]) -> list[list[int]]:
         if not texts:
             return []
-        special = self.joinable() if self.words is not None else None
-        if self.words is not None and special is not None and self.tokenizer.truncation_side == "right":
-            first, last = special
-            return [[first, *ids[: self.max_len - 2], last] for ids in self.words.ids(texts)]
+        first, last = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+        if self.words is not None and None not in (first, last) and self.tokenizer.truncation_side == "right":
+            # a BERT WordPiece model's input: [CLS] the text's ids, cut to fit, [SEP]
+            return [[int(first), *ids[: self.max_len - 2], int(last)] for ids in self.words.ids(texts)]
         out: list[list[int]] = self.tokenizer(list(texts), truncation=True, max_length=self.max_len)[
             "input_ids"
         ]
@@ -220,23 +220,6 @@ class Tokenizers:
         if self.words is not None:
             return self.words.counts(texts)
         return count_tokens(self.counter, texts) if texts else []
-
-    def pieces(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids of each text, no special tokens, untruncated (what ``count`` counts)."""
-        if not texts:
-            return []
-        return self.words.ids(texts) if self.words is not None else plain_ids(self.counter, texts)
-
-    def joinable(self) -> tuple[int, int] | None:
-        """(first, last) special token ids when the ids of a text are its words' ids joined: a
-        WordPiece model behind BERT's pre-tokenizer (every split is at whitespace, punctuation or
-        a CJK character). None for other tokenizers (SentencePiece marks word starts)."""
-        backend = self.tokenizer.backend_tokenizer
-        bert = type(backend.pre_tokenizer).__name__ == "BertPreTokenizer"
-        if not bert or type(backend.model).__name__ != "WordPiece":
-            return None
-        first, last = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
-        return (int(first), int(last)) if first is not None and last is not None else None
 
 
 class PassEmbedder:
