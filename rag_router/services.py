@@ -7,6 +7,7 @@ import datetime as dt
 import functools
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -33,7 +34,7 @@ from indexers.records import TierName
 from indexers.storage import DiskGuard, disk_full
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
-from indexers.tiers.base import Tier, TierError, TierUnavailable
+from indexers.tiers.base import StoreTier, Tier, TierError, TierUnavailable
 from indexers.tiers.local_cold import LocalColdTier
 from indexers.tiers.qdrant_edge import QdrantEdgeTier
 from rag_router.answer.flow import Answerer
@@ -159,14 +160,15 @@ def disk_guard(settings: Settings) -> DiskGuard:
 
 def build_tiers(settings: Settings, dim: int, analyzer: Analyzer) -> dict[TierName, Tier]:
     """Server engines where a URL is set, embedded engines otherwise; no code change to switch."""
-    return {"hot": _hot_tier(settings, dim, analyzer), "cold": _cold_tier(settings, dim, analyzer)}
+    return {"hot": hot_tier(settings, dim, analyzer), "cold": cold_tier(settings, dim, analyzer)}
 
 
 def _secret(value: SecretStr | None) -> str | None:
     return value.get_secret_value() if value is not None else None
 
 
-def _hot_tier(settings: Settings, dim: int, analyzer: Analyzer) -> Tier:
+def hot_tier(settings: Settings, dim: int, analyzer: Analyzer) -> Tier:
+    """The hot tier the settings name (the Ray engine's workers open a server tier with it too)."""
     q = settings.qdrant
     if q.url:
         from qdrant_client import AsyncQdrantClient
@@ -191,7 +193,8 @@ def _hot_tier(settings: Settings, dim: int, analyzer: Analyzer) -> Tier:
     )
 
 
-def _cold_tier(settings: Settings, dim: int, analyzer: Analyzer) -> Tier:
+def cold_tier(settings: Settings, dim: int, analyzer: Analyzer) -> Tier:
+    """The cold tier the settings name (the Ray engine's workers open a server tier with it too)."""
     e = settings.elastic
     if e.url:
         from elasticsearch import AsyncElasticsearch
@@ -243,6 +246,12 @@ def build_ray_pipeline(settings: Settings, services: Services, options: RayOptio
     embedder = services.embedder
     if not isinstance(embedder, PassEmbedder):
         raise ValueError(f"--engine ray needs a torch or ONNX embedder, not {type(embedder).__name__}")
+    dim, analyzer = embedder.dim, services.analyzer
+    servers: dict[TierName, Callable[[], StoreTier]] = {}  # the workers open these themselves
+    if settings.qdrant.url:
+        servers["hot"] = functools.partial(hot_tier, settings, dim, analyzer)
+    if settings.elastic.url:
+        servers["cold"] = functools.partial(cold_tier, settings, dim, analyzer)
     return RayPipeline(
         embedder=embedder,
         make_embedder=functools.partial(_pass_embedder, settings),
@@ -255,6 +264,7 @@ def build_ray_pipeline(settings: Settings, services: Services, options: RayOptio
         tiers=services.tiers,
         hot_window_days=settings.tiers.hot_window_days,
         options=options,
+        servers=servers,
     )
 
 

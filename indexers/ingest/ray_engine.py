@@ -9,9 +9,12 @@
   documents without chunking them; chunk and compare the others (``indexers.ingest.prepare``, the
   in-process pipeline's own functions); tokenize the chunks to embed.
 * **embed** (``EmbedActor``): token ids → vectors; large length-sorted batches; fp16 on a GPU.
-* **build** (``build_segments``): the cold tier's rows written into a segment file per block.
+* **build** (``build_segments``): the embedded cold tier's rows written into a segment file per
+  block; a server tier's chunks (Qdrant, Elasticsearch) written to the server from here, in
+  acknowledged batches through the tier's own adapter (its retries and 429 backoff), with as
+  many build tasks at once as ``RayOptions.write_concurrency`` allows.
 * **owner** (this process, ``RayPipeline``): adopts each segment in one transaction, upserts the
-  hot tier's chunks, deletes stale chunks, and acknowledges documents once tantivy has
+  embedded hot tier's chunks, deletes stale chunks, and acknowledges documents once tantivy has
   committed them (every ``commit_chunks``); FAISS is brought up to date once at the end.
 
 A document is acknowledged only when durable, so after a kill (driver or worker) a re-run finds
@@ -20,6 +23,7 @@ acknowledged documents unchanged and finishes the rest; an unadopted segment is 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import datetime as dt
@@ -33,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -48,10 +52,11 @@ from indexers.ingest.prepare import (
     with_structure,
 )
 from indexers.ingest.results import DocResult, Placement, place
-from indexers.records import Chunk, Document, EmbeddedChunk, TierName
+from indexers.records import DOC_HASH, Chunk, Document, EmbeddedChunk, TierName
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
-from indexers.tiers.cold_segment import ColdLookup, write_segment
+from indexers.tiers.base import StoreTier
+from indexers.tiers.cold_segment import write_segment
 from indexers.tiers.edge_shard import point_parts
 
 Row = dict[str, Any]
@@ -127,6 +132,46 @@ def read_unit(unit: Unit, options: LoadOptions) -> Iterator[Document | LoadFailu
                     yield LoadFailure(f"{unit.path}@{at}", f"cannot read: {exc}")
 
 
+class Lookup(Protocol):
+    """What a tier holds of some documents, read from a worker: doc id → {chunk id: (content
+    hash, document hash)}. ``cold_segment.ColdLookup`` (an embedded tier's SQLite) or ``Server``."""
+
+    def hashes(self, tenant: str, doc_ids: Sequence[str]) -> dict[str, dict[str, tuple[str, str | None]]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Server:
+    """A server tier (Qdrant, Elasticsearch) as a worker reaches it: through its own client,
+    opened by ``open`` (picklable: built from the settings where it runs) for each call."""
+
+    open: Callable[[], StoreTier]
+
+    def hashes(self, tenant: str, doc_ids: Sequence[str]) -> dict[str, dict[str, tuple[str, str | None]]]:
+        async def fetch(tier: StoreTier) -> dict[str, dict[str, tuple[str, str | None]]]:
+            out: dict[str, dict[str, tuple[str, str | None]]] = {}
+            for c in await tier.fetch(tenant, doc_ids) if doc_ids else []:
+                out.setdefault(c.doc_id, {})[c.chunk_id] = (c.content_hash, c.metadata.get(DOC_HASH))
+            return out
+
+        return asyncio.run(self._with(fetch))
+
+    def upsert(self, items: Sequence[EmbeddedChunk]) -> None:
+        """Returns once the server acknowledged every chunk (the adapter raises otherwise)."""
+
+        async def write(tier: StoreTier) -> None:
+            await tier.upsert(items)
+
+        if items:
+            asyncio.run(self._with(write))
+
+    async def _with(self, work: Callable[[StoreTier], Any]) -> Any:
+        tier = self.open()
+        try:
+            return await work(tier)
+        finally:
+            await tier.close()
+
+
 @dataclass(frozen=True, slots=True)
 class Spec:
     """Everything a prepare task needs (pickled once per task)."""
@@ -138,7 +183,7 @@ class Spec:
     placement: Placement
     hot_window_days: int
     today: dt.date
-    lookups: Mapping[TierName, ColdLookup]  # tiers a worker can read
+    lookups: Mapping[TierName, Lookup]  # tiers a worker can read
 
     def chunker(self) -> Chunker:
         return Chunker(self.tokenizers.count, max_tokens=self.max_tokens, overlap_tokens=self.overlap_tokens)
@@ -234,7 +279,7 @@ def _prepare(unit: Unit, spec: Spec) -> Row:
 
 
 def _stored(
-    planned: Sequence[tuple[Document, TierName, str]], lookups: Mapping[TierName, ColdLookup]
+    planned: Sequence[tuple[Document, TierName, str]], lookups: Mapping[TierName, Lookup]
 ) -> dict[tuple[str, str], dict[tuple[TierName, str], tuple[str, str | None]]]:
     out: dict[tuple[str, str], dict[tuple[TierName, str], tuple[str, str | None]]] = {}
     by_tenant: dict[str, list[str]] = {}
@@ -303,26 +348,41 @@ class EmbedActor:
 
 
 def build_segments(
-    batch: dict[str, Any], folder: str, analyzer: Analyzer, hot_avg_len: float | None
+    batch: dict[str, Any],
+    folder: str,
+    analyzer: Analyzer,
+    hot_avg_len: float | None,
+    servers: Mapping[TierName, Server] | None = None,
 ) -> dict[str, Any]:
-    """The cold tier's chunks of each row into one segment file; the hot tier's become point
-    parts (``hot_avg_len``: the embedded hot tier's BM25 length) or stay chunks."""
+    """Each row's chunks where they go: a server tier's written to the server from here; the
+    embedded cold tier's into one segment file; the embedded hot tier's become point parts
+    (``hot_avg_len``: its BM25 length) or stay chunks, for the owner to upsert."""
     with collector_paused():
-        return _build_batch(batch, folder, analyzer, hot_avg_len)
+        return _build_batch(batch, folder, analyzer, hot_avg_len, servers or {})
 
 
 def _build_batch(
-    batch: dict[str, Any], folder: str, analyzer: Analyzer, hot_avg_len: float | None
+    batch: dict[str, Any],
+    folder: str,
+    analyzer: Analyzer,
+    hot_avg_len: float | None,
+    servers: Mapping[TierName, Server],
 ) -> dict[str, Any]:
-    segments, rest, busy = [], [], []
+    segments, rest, served, busy = [], [], [], []
     for blob, vectors in zip(batch["chunks"], batch["vectors"], strict=True):
         began = time.perf_counter()
         chunks: list[tuple[TierName, Chunk]] = pickle.loads(blob)
-        cold = [EmbeddedChunk(c, v) for (t, c), v in zip(chunks, vectors, strict=True) if t == "cold"]
+        embedded = [(t, EmbeddedChunk(c, v)) for (t, c), v in zip(chunks, vectors, strict=True)]
+        n = 0
+        for name, server in servers.items():
+            mine = [e for t, e in embedded if t == name]
+            server.upsert(mine)
+            n += len(mine)
+        cold = [e for t, e in embedded if t == "cold" and t not in servers]
         hot = [
             (t, e, point_parts(e, analyzer, hot_avg_len) if hot_avg_len is not None else None)
-            for t, e in ((t, EmbeddedChunk(c, v)) for (t, c), v in zip(chunks, vectors, strict=True))
-            if t != "cold"
+            for t, e in embedded
+            if t != "cold" and t not in servers
         ]
         path = ""
         if cold:
@@ -330,12 +390,14 @@ def _build_batch(
             write_segment(Path(path), cold, analyzer)
         segments.append(path)
         rest.append(pickle.dumps(hot, protocol=5))
+        served.append(n)
         busy.append((len(cold), time.perf_counter() - began))
     keep = {k: v for k, v in batch.items() if k not in ("chunks", "vectors")}
     return {
         **keep,
         "segment": _objects(segments),
         "segment_rows": np.asarray([n for n, _ in busy], dtype=np.int64),
+        "served_rows": np.asarray(served, dtype=np.int64),
         "hot": _objects(rest),
         "build_s": np.asarray([b for _, b in busy]),
         "build_at": np.full(len(busy), time.time()),

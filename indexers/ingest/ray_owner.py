@@ -3,6 +3,10 @@
 For a row (one unit of input) the owner adopts its cold-tier segment, upserts its hot-tier points,
 compares what no worker could read, deletes stale chunks, and keeps the documents' results until
 the next tantivy commit, then reports them (``on_batch``). Used by ``RayPipeline.ingest``.
+
+Rows reach the owner in input order, so what it writes itself, the last copy of a document id
+wins. What workers wrote to a server tier landed in whatever order the workers finished: a
+document id met in more than one row is compared again after the run (``redo``).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ class Writer:
         on_batch: OnBatch | None,
         collect: bool,
         read_by_workers: Iterable[TierName],
+        written_by_workers: Iterable[TierName] = (),
     ) -> None:
         self._tiers = tiers
         cold = tiers.get("cold")
@@ -53,9 +58,11 @@ class Writer:
         self._on_batch = on_batch
         self._collect = collect
         self._unread = [t for t in self._tiers if t not in set(read_by_workers)]
+        self._served = bool(set(written_by_workers))
         self._seen: set[Key] = set()
         self._changed: set[Key] = set()  # documents this run wrote
         self.redo: dict[Key, str] = {}  # documents to compare again after the run → their unit
+        self._withheld: dict[Key, DocResult] = {}  # the result of each one's copy in ``redo``
         self._pending = _Pending()
         self._t0 = time.time()  # the run's start on the wall clock the workers' "<stage>_at" use
 
@@ -97,18 +104,29 @@ class Writer:
         report.finished("write", time.time() - self._t0)
         self._seen.update((t, d) for t, d, _, _ in checks)
         written = {(e.chunk.tenant, e.chunk.doc_id) for _, e, _ in hot}
-        restated = [r for r in _restated(results, held, stale, written) if not self._repeated(r, row["unit"])]
+        restated = []
+        for r in _restated(results, held, stale, written):
+            if not self._repeated(r, row["unit"], again):
+                restated.append(r)
+                continue
+            # the redo reports the last copy; an earlier copy withheld is reported as it was found
+            earlier = self._withheld.pop((r.tenant or "", r.id), None)
+            restated += [earlier] if earlier is not None else []
+            self._withheld[(r.tenant or "", r.id)] = r
         self._changed.update((r.tenant or "", r.id) for r in restated if r.status in ("created", "updated"))
         self._pending.results += restated
-        self._pending.chunks += cold_n + len(hot)
-        report.chunks_written += cold_n + len(hot)
-        report.chunks_embedded += cold_n + len(embedded)
+        served = int(row["served_rows"])  # written to server tiers by a worker, acknowledged
+        self._pending.chunks += cold_n + len(hot) + served
+        report.chunks_written += cold_n + len(hot) + served
+        report.chunks_embedded += cold_n + len(embedded) + served
 
-    def _repeated(self, r: DocResult, unit: str) -> bool:
+    def _repeated(self, r: DocResult, unit: str, again: set[Key]) -> bool:
         """A copy found unchanged by a worker that compared it before an earlier copy of the same
-        id in this run was written: what is stored now is that earlier copy. Kept for ``_redo``."""
+        id in this run was written: what is stored now is that earlier copy. Or any later copy of
+        an id when workers write to a server tier: which copy landed last is unknown. Kept for
+        ``_redo``, which compares the last copy with what is stored then."""
         key = (r.tenant or "", r.id)
-        if r.status != "unchanged" or key not in self._changed:
+        if not (self._served and key in again) and (r.status != "unchanged" or key not in self._changed):
             return False
         self.redo[key] = unit
         return True

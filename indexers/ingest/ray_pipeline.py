@@ -1,8 +1,9 @@
 """The Ray engine's owner: starts the dataflow (``indexers.ingest.ray_engine``), writes, acknowledges.
 
 Same contract as ``Pipeline.ingest``: an ``IngestReport``, ``on_batch`` called with documents
-once they are durable, ``cancel`` honoured between batches. The tiers stay in this process
-(the embedded engines are single-writer); the work around them runs on the cluster.
+once they are durable, ``cancel`` honoured between batches. The embedded tiers stay in this
+process (they are single-writer) and the work around them runs on the cluster; a server tier
+(``servers``) is read and written by the workers themselves, each through its own client.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from indexers.ingest.load import LoadOptions
 from indexers.ingest.pipeline import Pipeline
 from indexers.ingest.ray_engine import (
     EmbedActor,
+    Lookup,
+    Server,
     Spec,
     Unit,
     build_segments,
@@ -60,6 +63,10 @@ class RayOptions:
     unit_mb: float = 1.0  # input per prepare task
     embed_units: int = 4  # units per embedding call (a GPU wants thousands of chunks at once)
     commit_chunks: int = 65_536  # chunks adopted between tantivy commits (and acknowledgements)
+    # Build tasks at once when they write to a server tier: each holds one client and sends its
+    # rows in the adapter's acknowledged batches (Elasticsearch: 500 a bulk request, Qdrant: 256
+    # points), so this bounds the requests in flight against the server.
+    write_concurrency: int = 8
 
 
 class RayPipeline:
@@ -74,7 +81,10 @@ class RayPipeline:
         hot_window_days: int = 365,
         today: Callable[[], dt.date] = dt.date.today,
         options: RayOptions = RayOptions(),
+        servers: Mapping[TierName, Callable[[], StoreTier]] | None = None,
     ) -> None:
+        """``servers``: for each of ``tiers`` on a server (Qdrant, Elasticsearch), a picklable
+        function that opens it anew (a worker's own client to the same collection or index)."""
         self._embedder = embedder
         self._make_embedder = make_embedder
         self._chunker = chunker
@@ -85,9 +95,12 @@ class RayPipeline:
         self._options = options
         cold = tiers.get("cold")
         self._cold = cold if isinstance(cold, LocalColdTier) else None
+        self._servers = {name: Server(open_) for name, open_ in (servers or {}).items()}
+        if unknown := set(self._servers) - set(tiers):
+            raise ValueError(f"servers for tiers not given: {sorted(unknown)}")
 
     async def _spec(self, load: LoadOptions, placement: Placement, folder: Path) -> Spec:
-        lookups: dict[TierName, ColdLookup] = {}
+        lookups: dict[TierName, Lookup] = dict(self._servers)
         if self._cold is not None:
             lookups["cold"] = self._cold.local.lookup()
         hot = self._tiers.get("hot")
@@ -134,6 +147,7 @@ class RayPipeline:
             on_batch=on_batch,
             collect=collect,
             read_by_workers=spec.lookups.keys(),
+            written_by_workers=self._servers.keys(),
         )
         try:
             # into empty tiers every chunk is embedded: the GPU actors load the model at once
@@ -249,15 +263,21 @@ class RayPipeline:
             num_gpus=1 / per_gpu if gpus else 0,
             compute=ray.data.ActorPoolStrategy(size=actors),
         )
+        # build tasks writing to a server at once: at most one per block the embedding stage emits
+        writers = max(
+            1, min(self._options.write_concurrency, len(items) // max(1, self._options.embed_units))
+        )
         ds = ds.map_batches(
             build_segments,
             fn_kwargs={
                 "folder": str(segments),
                 "analyzer": self._analyzer,
                 "hot_avg_len": self._hot_avg_len(),
+                "servers": self._servers,
             },
             batch_size=1,
             batch_format="numpy",
+            compute=ray.data.TaskPoolStrategy(size=writers) if self._servers else None,
         )
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=4):
             yield dict(batch)

@@ -3,11 +3,19 @@
 Only what the cold-tier adapter calls: index template, index exists/create, ``_bulk`` (NDJSON,
 per-item statuses from a script), ``_msearch``, ``_search``, ``_count``. Responses carry the
 ``X-Elastic-Product`` header the official client checks.
+
+``stateful=True`` keeps what ``_bulk`` indexes (per index, by ``_id``; a scripted failure stores
+nothing) and answers ``_search``/``_count``/``_mget`` from it, for the filters the adapter's
+reads use (``bool.filter`` of ``term``/``terms``/``range``, ``match_all``) and its paging
+(``sort`` by tenant and chunk id, ``search_after``). No scoring, no analysis: ``_msearch`` still
+returns ``hits``. Enough for an ingestion engine to compare and write through it from other
+processes (the Ray engine's workers), which a scripted fake cannot serve.
 """
 
 from __future__ import annotations
 
 import json
+import operator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +41,8 @@ class FakeElastic:
     hits: list[dict[str, Any]] = field(default_factory=list)  # _source documents _msearch returns
     requests: list[Recorded] = field(default_factory=list)
     index_exists: bool = False
+    stateful: bool = False
+    docs: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # index → _id → _source
 
     @property
     def app(self) -> Starlette:
@@ -90,8 +100,16 @@ class FakeElastic:
         while i < len(rec.body):
             ((op, meta),) = rec.body[i].items()
             i += 1 if op == "delete" else 2
-            status = statuses[n] if n < len(statuses) else (200 if op == "delete" else 201)
+            index, _id = str(meta.get("_index")), str(meta.get("_id"))
+            held = self.docs.setdefault(index, {})
+            default = (200 if not self.stateful or _id in held else 404) if op == "delete" else 201
+            status = statuses[n] if n < len(statuses) else default
             n += 1
+            if self.stateful and status < 300:
+                if op == "delete":
+                    held.pop(_id, None)
+                else:
+                    held[_id] = rec.body[i - 1]
             item: dict[str, Any] = {"_index": meta.get("_index"), "_id": meta.get("_id"), "status": status}
             if status >= 300 and status != 404:
                 kind = {409: "version_conflict_engine_exception", 429: "es_rejected_execution_exception"}
@@ -119,10 +137,32 @@ class FakeElastic:
 
     async def _search(self, request: Request) -> Response:
         rec = await self._record(request)
-        return JSONResponse(self._hits((rec.body or {}).get("size", 10)), headers=HEADERS)
+        body = rec.body or {}
+        if not self.stateful:
+            return JSONResponse(self._hits(body.get("size", 10)), headers=HEADERS)
+        found = sorted(
+            ((s["tenant"], s["chunk_id"]), i, s)
+            for i, s in self._matching(request.path_params["index"], body.get("query"))
+        )
+        after = tuple(body.get("search_after") or ())
+        page = [x for x in found if not after or x[0] > after][: body.get("size", 10)]
+        fields = body.get("_source")
+        hits = [
+            {"_id": i, "_score": None, "sort": list(key), "_source": _only(s, fields)} for key, i, s in page
+        ]
+        total = {"value": len(found), "relation": "eq"}
+        return JSONResponse({"hits": {"total": total, "hits": hits}}, headers=HEADERS)
+
+    def _matching(self, index: str, query: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
+        query = query or {"match_all": {}}
+        return [(i, s) for i, s in self.docs.get(index, {}).items() if _matches(s, query)]
 
     async def _mget(self, request: Request) -> Response:
         rec = await self._record(request)
+        if self.stateful:
+            held = self.docs.get(request.path_params["index"], {})
+            docs = [{"_id": i, "found": i in held, "_source": held.get(i)} for i in rec.body["ids"]]
+            return JSONResponse({"docs": docs}, headers=HEADERS)
         by_id = {f"{s['tenant']}/{s['chunk_id']}": s for s in self.hits}
         docs = [
             {"_id": i, "found": True, "_source": by_id[i]} if i in by_id else {"_id": i, "found": False}
@@ -131,5 +171,32 @@ class FakeElastic:
         return JSONResponse({"docs": docs}, headers=HEADERS)
 
     async def _count(self, request: Request) -> Response:
-        await self._record(request)
+        rec = await self._record(request)
+        if self.stateful:
+            found = self._matching(request.path_params["index"], (rec.body or {}).get("query"))
+            return JSONResponse({"count": len(found)}, headers=HEADERS)
         return JSONResponse({"count": len(self.hits)}, headers=HEADERS)
+
+
+_BOUNDS = {"gte": operator.ge, "lte": operator.le, "gt": operator.gt, "lt": operator.lt}
+
+
+def _matches(source: dict[str, Any], query: dict[str, Any]) -> bool:
+    ((kind, arg),) = query.items()
+    if kind == "match_all":
+        return True
+    if kind == "bool":
+        return all(_matches(source, q) for q in [*arg.get("filter", []), *arg.get("must", [])])
+    ((name, value),) = arg.items()
+    held = source.get(name)
+    if kind == "term":
+        return bool(held == value)
+    if kind == "terms":
+        return held in value
+    if kind == "range":
+        return held is not None and all(_BOUNDS[op](held, bound) for op, bound in value.items())
+    raise ValueError(f"the fake does not answer {kind} queries")
+
+
+def _only(source: dict[str, Any], fields: list[str] | None) -> dict[str, Any]:
+    return {k: v for k, v in source.items() if fields is None or k in fields}

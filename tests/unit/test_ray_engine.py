@@ -285,3 +285,90 @@ def test_a_document_result_travels_whole() -> None:
 
     for result in (DocResult("a", "created"), DocResult("b/c", "failed", 0, "cold", "no text", "acme")):
         assert pickle.loads(pickle.dumps(result, protocol=5)) == result
+
+
+@pytest.mark.slow
+async def test_workers_write_a_server_tier_themselves(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder, local_ray: None
+) -> None:
+    """Into Elasticsearch (an HTTP fake that keeps what it is sent): the workers compare and write
+    through their own clients (the owner writes nothing there), retry a 429, store what the
+    in-process pipeline stores, embed nothing on a re-run, and the last copy of an id met in two
+    units is what stays although the workers' writes land in any order."""
+    from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
+    from indexers.tiers.elastic import ElasticTier
+    from rag_router.services import cold_tier
+    from rag_router.settings import Settings
+    from tests.fakes.elastic import FakeElastic
+    from tests.fakes.vllm import serve
+
+    corpus = sample(tmp_path)
+    analyzer = Analyzer()
+    chunker = Chunker(embedder.count_tokens, max_tokens=60, overlap_tokens=8)
+    fake = FakeElastic(stateful=True)
+    with serve(fake.app) as url:
+        settings = {
+            index: Settings(data_dir=tmp_path / index, elastic={"url": url, "index": index})  # type: ignore[arg-type]
+            for index in ("rag-here", "rag-there")
+        }
+        here, there = (cold_tier(settings[i], embedder.dim, analyzer) for i in ("rag-here", "rag-there"))
+        assert isinstance(here, ElasticTier) and isinstance(there, ElasticTier)
+        for tier in (here, there):
+            await tier.ensure()
+        pipeline = Pipeline(embedder=AsyncEmbedder(embedder), chunker=chunker, tiers={"cold": here})
+        await pipeline.ingest(load_paths([corpus]), placement="cold")
+
+        owner_writes: list[int] = []
+        owner_upsert = there.upsert
+
+        async def counted(chunks: list[EmbeddedChunk]) -> None:
+            owner_writes.append(len(chunks))
+            await owner_upsert(chunks)
+
+        there.upsert = counted  # type: ignore[method-assign]
+        ray_pipeline = RayPipeline(
+            embedder=embedder,
+            make_embedder=functools.partial(SentenceTransformerEmbedder, device="cpu"),
+            chunker=chunker,
+            analyzer=analyzer,
+            tiers={"cold": there},
+            options=RayOptions(num_cpus=2, unit_mb=0.004, write_concurrency=2),
+            servers={"cold": functools.partial(cold_tier, settings["rag-there"], embedder.dim, analyzer)},
+        )
+        fake.bulk_script = [[429] * 5]  # the first bulk request: its first five items refused
+        first = await ray_pipeline.ingest([corpus], placement="cold")
+        assert first.count("created") == 33 and first.chunks_embedded == first.chunks_written > 33
+        assert owner_writes == [] and fake.bulk_script == []
+        assert any(r.path == "/_bulk" and r.body[0]["index"]["_index"] == "rag-there" for r in fake.requests)
+        a, b = fake.docs["rag-here"], fake.docs["rag-there"]
+        assert sorted(a) == sorted(b) and len(b) == first.chunks_written
+        for key, doc in a.items():
+            assert {k: v for k, v in doc.items() if k != "vector"} == {
+                k: v for k, v in b[key].items() if k != "vector"
+            }
+            assert np.abs(np.asarray(doc["vector"]) - np.asarray(b[key]["vector"])).max() < 1e-5
+
+        again = await ray_pipeline.ingest([corpus], placement="cold")
+        assert again.count("unchanged") == 33 and again.chunks_embedded == 0 and again.chunks_written == 0
+
+        # one id in three units (one line a unit), its last copy shorter than the others
+        one = "Goods travel at the carrier's risk. The carrier is liable for loss. Claims close after a year."
+        two = "Goods travel at the shipper's risk. The shipper insures them. Claims close after a month."
+        three = "Goods travel at the buyer's risk."
+        lines = tmp_path / "repeated.jsonl"
+        lines.write_text("\n".join(versions("a", one, two, three)) + "\n")
+        small = RayPipeline(
+            embedder=embedder,
+            make_embedder=functools.partial(SentenceTransformerEmbedder, device="cpu"),
+            chunker=Chunker(embedder.count_tokens, max_tokens=12, overlap_tokens=0),
+            analyzer=analyzer,
+            tiers={"cold": there},
+            options=RayOptions(num_cpus=2, unit_mb=0.0001, write_concurrency=3),
+            servers={"cold": functools.partial(cold_tier, settings["rag-there"], embedder.dim, analyzer)},
+        )
+        for _ in range(2):
+            report = await small.ingest([lines], placement="cold", collect=True)
+            assert len(report.results) == 3 and report.count("failed") == 0
+            assert [c.text for c in await there.fetch("default", ["a"])] == [three]
+        for tier in (here, there):
+            await tier.close()
