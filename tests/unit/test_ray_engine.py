@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -308,7 +308,7 @@ async def test_workers_write_a_server_tier_themselves(
     fake = FakeElastic(stateful=True)
     with serve(fake.app) as url:
         settings = {
-            index: Settings(data_dir=tmp_path / index, elastic={"url": url, "index": index})  # type: ignore[arg-type]
+            index: Settings(data_dir=tmp_path / index, elastic={"url": url, "index": index})
             for index in ("rag-here", "rag-there")
         }
         here, there = (cold_tier(settings[i], embedder.dim, analyzer) for i in ("rag-here", "rag-there"))
@@ -321,7 +321,7 @@ async def test_workers_write_a_server_tier_themselves(
         owner_writes: list[int] = []
         owner_upsert = there.upsert
 
-        async def counted(chunks: list[EmbeddedChunk]) -> None:
+        async def counted(chunks: Sequence[EmbeddedChunk]) -> None:
             owner_writes.append(len(chunks))
             await owner_upsert(chunks)
 
@@ -372,3 +372,50 @@ async def test_workers_write_a_server_tier_themselves(
             assert [c.text for c in await there.fetch("default", ["a"])] == [three]
         for tier in (here, there):
             await tier.close()
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.parametrize("server", ["qdrant", "elastic"])
+async def test_workers_write_a_real_server(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder, local_ray: None, server: str
+) -> None:
+    """The same against a real server (``RAG_TEST_QDRANT_URL`` / ``RAG_TEST_ELASTIC_URL``)."""
+    import os
+
+    from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
+    from rag_router.services import cold_tier, hot_tier
+    from rag_router.settings import Settings
+
+    url = os.environ.get(f"RAG_TEST_{server.upper()}_URL")
+    if not url:
+        pytest.skip(f"RAG_TEST_{server.upper()}_URL is not set: no server to test against")
+    name = f"rag-ray-test-{os.getpid()}"
+    if server == "qdrant":
+        part, key, placement, open_ = "qdrant", "collection", "hot", hot_tier
+    else:
+        part, key, placement, open_ = "elastic", "index", "cold", cold_tier
+    api_key = os.environ.get(f"RAG_TEST_{server.upper()}_API_KEY")
+    secrets = {"api_key": api_key} if api_key else {}
+    settings = Settings(data_dir=tmp_path, **{part: {"url": url, key: name, **secrets}})  # type: ignore[arg-type]
+    analyzer = Analyzer()
+    tier = open_(settings, embedder.dim, analyzer)
+    await tier.ensure()
+    pipeline = RayPipeline(
+        embedder=embedder,
+        make_embedder=functools.partial(SentenceTransformerEmbedder, device="cpu"),
+        chunker=Chunker(embedder.count_tokens, max_tokens=60, overlap_tokens=8),
+        analyzer=analyzer,
+        tiers={placement: tier},  # type: ignore[dict-item]
+        options=RayOptions(num_cpus=2, unit_mb=0.004),
+        servers={placement: functools.partial(open_, settings, embedder.dim, analyzer)},  # type: ignore[dict-item]
+    )
+    try:
+        first = await pipeline.ingest([sample(tmp_path)], placement=placement)  # type: ignore[arg-type]
+        assert first.count("created") == 33 and await tier.count() == first.chunks_written > 33
+        again = await pipeline.ingest([sample(tmp_path)], placement=placement)  # type: ignore[arg-type]
+        assert again.count("unchanged") == 33 and again.chunks_embedded == 0
+    finally:
+        for doc in {d.id for d in load_paths([SAMPLE]) if isinstance(d, Document)}:
+            await tier.delete("default", [c.chunk_id for c in await tier.fetch("default", [f"{doc}-0"])])
+        await tier.close()
