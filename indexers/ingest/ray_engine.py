@@ -261,7 +261,9 @@ def _prepare(unit: Unit, spec: Spec) -> Row:
     chunked = iter(chunk_documents(chunker, todo))
     fresh: list[tuple[TierName, Chunk]] = []
     stale: list[tuple[TierName, str, str]] = []
-    check: list[tuple[str, str, TierName, list[str]]] = []  # for tiers no worker can read
+    # (tenant, doc id, tier, [(chunk id, content hash)]): for the owner, who compares what no
+    # worker read (or what changed since a worker read it) with what the document has now
+    check: list[tuple[str, str, TierName, list[tuple[str, str]]]] = []
     for doc, tier, doc_hash in planned:
         held = stored.get((doc.tenant, doc.id), {})
         if unchanged(held, tier, doc_hash):
@@ -273,7 +275,7 @@ def _prepare(unit: Unit, spec: Spec) -> Row:
         fresh += [(tier, c) for c in found.fresh]
         stale += [(t, doc.tenant, cid) for t, cid in found.stale]
         results.append(DocResult(doc.id, found.status, len(chunks), tier, tenant=doc.tenant))
-        check.append((doc.tenant, doc.id, tier, [c.chunk_id for c in chunks]))
+        check.append((doc.tenant, doc.id, tier, [(c.chunk_id, c.content_hash) for c in chunks]))
     ids = spec.tokenizers.passages([c.embed_text for _, c in fresh])
     return {"results": results, "chunks": fresh, "ids": ids, "stale": stale, "check": check}
 
@@ -302,6 +304,7 @@ class EmbedActor:
         self._make = make_embedder
         self._threads = threads
         self._embedder: PassEmbedder | None = None
+        self._ready_at = 0.0  # when the model was loaded (wall clock; 0: not loaded)
         # ``preload``: the model (torch, CUDA, weights: ~25 s on the H200 machine) loads beside
         # the first units' preparation instead of on the first chunk to embed. The owner asks
         # for it when everything will be embedded (a load into empty tiers); a run over stored
@@ -313,7 +316,9 @@ class EmbedActor:
             import torch
 
             torch.set_num_threads(self._threads)
-        return self._make()
+        embedder = self._make()
+        self._ready_at = time.time()
+        return embedder
 
     @property
     def embedder(self) -> PassEmbedder:
@@ -326,7 +331,7 @@ class EmbedActor:
             return self._embed(batch)
 
     def _embed(self, batch: dict[str, Any]) -> dict[str, Any]:
-        began = time.perf_counter()
+        began, arrived = time.perf_counter(), time.time()
         rows: list[list[np.ndarray[Any, Any]]] = []
         for flat, lengths in zip(batch["ids"], batch["lengths"], strict=True):
             ends = np.cumsum(lengths)
@@ -344,6 +349,9 @@ class EmbedActor:
             "vectors": _objects(out),
             "embed_s": np.full(len(rows), share),
             "embed_at": np.full(len(rows), time.time()),
+            # when the batch reached the actor, and when its model was ready (report spans)
+            "arrived_at": np.full(len(rows), arrived),
+            "model_at": np.full(len(rows), self._ready_at),
         }
 
 

@@ -80,6 +80,9 @@ class Writer:
         for stage in ("prepare", "embed", "build"):
             report.stage_seconds[stage] = report.stage_seconds.get(stage, 0.0) + float(row[f"{stage}_s"])
             report.finished(stage, float(row[f"{stage}_at"]) - self._t0)
+        for span in ("arrived", "model"):  # the embedding actors: a batch in, the model ready
+            if float(row[f"{span}_at"]):
+                report.finished(span, float(row[f"{span}_at"]) - self._t0)
         results: list[DocResult] = list(row["results"])
         checks = list(row["check"])
         again = {(t, d) for t, d, _, _ in checks if (t, d) in self._seen}
@@ -94,25 +97,32 @@ class Writer:
             await asyncio.to_thread(Path(path).unlink, missing_ok=True)
         await self._upsert(hot)
         stale = {(t, tenant, cid) for t, tenant, cid in row["stale"]}
-        for tenant, doc_id, tier, new_ids in checks:
-            keep = {(tier, cid) for cid in new_ids}
-            for key in held.get((tenant, doc_id), {}):
-                if key not in keep and (new_ids or key[0] != tier):
-                    stale.add((key[0], tenant, key[1]))
+        rewritten: set[Key] = set()  # documents held whose chunks this row replaced by others
+        for tenant, doc_id, tier, new in checks:
+            keep = {(tier, cid) for cid, _ in new}
+            mine = held.get((tenant, doc_id), {})
+            for where, cid in mine:
+                if (where, cid) not in keep and (new or where != tier):
+                    stale.add((where, tenant, cid))
+            if mine and any(mine.get((tier, cid)) != h for cid, h in new):
+                rewritten.add((tenant, doc_id))
         await self._delete(stale)
         report.timed("write", began)
         report.finished("write", time.time() - self._t0)
         self._seen.update((t, d) for t, d, _, _ in checks)
-        written = {(e.chunk.tenant, e.chunk.doc_id) for _, e, _ in hot}
+        written = {(e.chunk.tenant, e.chunk.doc_id) for _, e, _ in hot} | rewritten
         restated = []
         for r in _restated(results, held, stale, written):
-            if not self._repeated(r, row["unit"], again):
-                restated.append(r)
-                continue
-            # the redo reports the last copy; an earlier copy withheld is reported as it was found
-            earlier = self._withheld.pop((r.tenant or "", r.id), None)
+            doc: Key = (r.tenant or "", r.id)
+            # a copy withheld earlier is reported as it was found: the redo is for the last copy,
+            # and a later copy written here in order is the last so far (no redo for it then)
+            earlier = self._withheld.pop(doc, None)
             restated += [earlier] if earlier is not None else []
-            self._withheld[(r.tenant or "", r.id)] = r
+            if self._repeated(r, row["unit"], again):
+                self._withheld[doc] = r
+            else:
+                self.redo.pop(doc, None)
+                restated.append(r)
         self._changed.update((r.tenant or "", r.id) for r in restated if r.status in ("created", "updated"))
         self._pending.results += restated
         served = int(row["served_rows"])  # written to server tiers by a worker, acknowledged
@@ -142,7 +152,7 @@ class Writer:
                 await tier.upsert([e for e, _ in mine])
 
     async def _held(
-        self, checks: Sequence[tuple[str, str, TierName, list[str]]], again: set[Key]
+        self, checks: Sequence[tuple[str, str, TierName, list[tuple[str, str]]]], again: set[Key]
     ) -> dict[Key, dict[tuple[TierName, str], str]]:
         """What the tiers no worker could read hold of these documents (and, for a document seen
         earlier in this run, what every tier holds now)."""

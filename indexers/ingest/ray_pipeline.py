@@ -99,15 +99,22 @@ class RayPipeline:
         if unknown := set(self._servers) - set(tiers):
             raise ValueError(f"servers for tiers not given: {sorted(unknown)}")
 
-    async def _spec(self, load: LoadOptions, placement: Placement, folder: Path) -> Spec:
+    async def _spec(
+        self, load: LoadOptions, placement: Placement, folder: Path, empty: set[TierName]
+    ) -> Spec:
+        """``empty``: tiers that hold nothing yet. Workers do not read those: what such a tier
+        holds of a document during the run is only what this run wrote of an id it met before,
+        and the owner compares those again itself (``Writer``). (Fifteen workers reading the
+        SQLite file the owner writes also keep its WAL from being reset.)"""
         lookups: dict[TierName, Lookup] = dict(self._servers)
         if self._cold is not None:
             lookups["cold"] = self._cold.local.lookup()
         hot = self._tiers.get("hot")
-        if isinstance(hot, QdrantEdgeTier):  # workers cannot open it: they read a copy of its hashes
+        if isinstance(hot, QdrantEdgeTier) and "hot" not in empty:  # workers read a copy of its hashes
             path = folder / "hot.lookup"
             await asyncio.to_thread(write_lookup, path, hot.shards.hashes())
             lookups["hot"] = ColdLookup(path)
+        lookups = {name: lookup for name, lookup in lookups.items() if name not in empty}
         return Spec(
             options=load,
             tokenizers=self._embedder.tokenizers(),
@@ -134,7 +141,8 @@ class RayPipeline:
         report = IngestReport()
         started = time.perf_counter()
         segments = self._segment_folder()
-        spec = await self._spec(load, placement, segments)
+        empty = {name for name, tier in self._tiers.items() if not await tier.count()}
+        spec = await self._spec(load, placement, segments, empty)
         if self._cold is not None:
             await asyncio.to_thread(
                 self._cold.local.bulk_begin, threads=min(8, os.cpu_count() or 1), kmeans=_gpu_kmeans()
@@ -146,12 +154,12 @@ class RayPipeline:
             commit_chunks=self._options.commit_chunks,
             on_batch=on_batch,
             collect=collect,
-            read_by_workers=spec.lookups.keys(),
+            read_by_workers={*spec.lookups, *empty},
             written_by_workers=self._servers.keys(),
         )
         try:
             # into empty tiers every chunk is embedded: the GPU actors load the model at once
-            preload = not any([await tier.count() for tier in self._tiers.values()])
+            preload = empty == set(self._tiers)
             with _ray(self._options):
                 batches = self._dataflow(units, spec, segments, preload)
                 while True:

@@ -57,8 +57,8 @@ class IngestReport:
         self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + time.perf_counter() - started
 
     def finished(self, stage: str, at: float) -> None:
-        first, _ = self.stage_spans.get(stage, (at, at))
-        self.stage_spans[stage] = (min(first, at), at)
+        first, last = self.stage_spans.get(stage, (at, at))
+        self.stage_spans[stage] = (min(first, at), max(last, at))
 
     def count(self, status: Status) -> int:
         return self.counts.get(status, 0)

@@ -170,7 +170,10 @@ class LocalCold:
     def adopt(self, segment: Path) -> int:
         """Copy a worker-built segment into the tier in one transaction; returns its rows."""
         store, lexical, vectors = self._parts()
+        waited = time.perf_counter()
         with store.write_lock:
+            began = time.perf_counter()
+            self.bulk_seconds["adopt_wait"] = self.bulk_seconds.get("adopt_wait", 0.0) + began - waited
             conn = store.writer
             conn.execute("ATTACH DATABASE ? AS seg", (str(segment),))
             try:
@@ -180,6 +183,7 @@ class LocalCold:
                     n = adopt(conn, version)
             finally:
                 conn.execute("DETACH DATABASE seg")
+            self._spent("adopt", began)
             if self._bulk:  # tantivy is fed beside the next adoption (SQLite releases the GIL)
                 self._feeding.append(self._feeder.submit(self._feed, version, last))
                 return n

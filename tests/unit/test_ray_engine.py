@@ -175,7 +175,8 @@ async def test_an_id_repeated_in_one_run(
     tmp_path: Path, embedder: SentenceTransformerEmbedder, local_ray: None
 ) -> None:
     """Copies of one id in different units: the last copy is what stays, with no stale chunk,
-    also when it equals what was stored before the run (so a worker found it unchanged)."""
+    also when it equals what was stored before the run (so a worker found it unchanged), and
+    into an empty tier (which the workers do not read: the owner compares the later copies)."""
     from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
 
     analyzer = Analyzer()
@@ -192,8 +193,10 @@ async def test_an_id_repeated_in_one_run(
     two = "Goods travel at the shipper's risk. The shipper insures them. Claims close after a year."
     three = "Goods travel at the buyer's risk."
     corpus = tmp_path / "c.jsonl"
-    corpus.write_text("\n".join(versions("a", one)) + "\n")
-    await pipeline.ingest([corpus], placement="cold")
+    corpus.write_text("\n".join(versions("a", two, two, one)) + "\n")
+    report = await pipeline.ingest([corpus], placement="cold", collect=True)
+    assert sorted(r.status for r in report.results) == ["created", "unchanged", "updated"]
+    assert "".join(c.text for c in await tier.fetch("default", ["a"])) == one
 
     corpus.write_text("\n".join(versions("a", two, three)) + "\n")
     report = await pipeline.ingest([corpus], placement="cold", collect=True)
