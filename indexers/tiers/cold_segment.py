@@ -26,7 +26,7 @@ import numpy as np
 
 from indexers.records import DOC_HASH, EmbeddedChunk
 from indexers.text.lexical import Analyzer
-from indexers.tiers.cold_store import day_number
+from indexers.tiers.cold_store import PAGE_SIZE, day_number
 
 COLUMNS = "tenant, chunk_id, doc_id, n, text, title, metadata, content_hash, year, day, terms, vector"
 _SEGMENT_SCHEMA = f"CREATE TABLE chunks ({COLUMNS}); CREATE TABLE kw (tenant, chunk_id, kw);"
@@ -61,7 +61,8 @@ def write_segment(path: Path, items: Sequence[EmbeddedChunk], analyzer: Analyzer
     tmp.unlink(missing_ok=True)
     conn = sqlite3.connect(tmp)
     try:
-        conn.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + _SEGMENT_SCHEMA)
+        pragmas = f"PRAGMA page_size={PAGE_SIZE}; PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;"
+        conn.executescript(pragmas + _SEGMENT_SCHEMA)
         rows = [row_of(i, analyzer) for i in items]
         conn.executemany(f"INSERT INTO chunks VALUES ({','.join('?' * 12)})", rows)
         conn.executemany(
