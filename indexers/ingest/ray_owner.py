@@ -1,8 +1,10 @@
 """The Ray engine's owner side: each row written in order, documents acknowledged once durable.
 
-For a row (one unit of input) the owner adopts its cold-tier segment, upserts its hot-tier points,
-compares what no worker could read, deletes stale chunks, and keeps the documents' results until
-the next tantivy commit, then reports them (``on_batch``). Used by ``RayPipeline.ingest``.
+For a row (one unit of input) the owner adopts its cold-tier segment (with the next ones: up to
+``ADOPT_GROUP`` in one transaction, sooner when a read or a delete must see it), upserts its
+hot-tier points, compares what no worker could read, deletes stale chunks, and keeps the
+documents' results until the next tantivy commit, then reports them (``on_batch``). Used by
+``RayPipeline.ingest``.
 
 Rows reach the owner in input order, so what it writes itself, the last copy of a document id
 wins. What workers wrote to a server tier landed in whatever order the workers finished: a
@@ -23,6 +25,7 @@ from indexers.ingest.prepare import Status
 from indexers.ingest.results import DocResult, IngestReport, OnBatch
 from indexers.records import EmbeddedChunk, StoredChunk, TierName
 from indexers.tiers.base import StoreTier
+from indexers.tiers.cold_segment import ADOPT_GROUP
 from indexers.tiers.edge_shard import PointParts
 from indexers.tiers.local_cold import LocalColdTier
 from indexers.tiers.qdrant_edge import QdrantEdgeTier
@@ -63,6 +66,7 @@ class Writer:
         self._changed: set[Key] = set()  # documents this run wrote
         self.redo: dict[Key, str] = {}  # documents to compare again after the run → their unit
         self._withheld: dict[Key, DocResult] = {}  # the result of each one's copy in ``redo``
+        self._segments: list[Path] = []  # received, adopted with the next ones (``_adopt``)
         self._pending = _Pending()
         self._t0 = time.time()  # the run's start on the wall clock the workers' "<stage>_at" use
 
@@ -86,16 +90,17 @@ class Writer:
         results: list[DocResult] = list(row["results"])
         checks = list(row["check"])
         again = {(t, d) for t, d, _, _ in checks if (t, d) in self._seen}
+        if again:  # what the tier holds of them now includes the segments not adopted yet
+            await self._adopt()
         held = await self._held(checks, again)
         embedded: list[tuple[TierName, EmbeddedChunk, PointParts | None]] = list(row["hot"])
         hot = [(t, e, p) for t, e, p in embedded if _held_hash(held, t, e) != e.chunk.content_hash]
-        began = time.perf_counter()
         path, cold_n = str(row["segment"]), int(row["segment_rows"])
         if path:
-            assert self._cold is not None
-            await asyncio.to_thread(self._cold.local.adopt, Path(path))
-            await asyncio.to_thread(Path(path).unlink, missing_ok=True)
+            self._segments.append(Path(path))
+        began = time.perf_counter()
         await self._upsert(hot)
+        report.timed("write", began)
         stale = {(t, tenant, cid) for t, tenant, cid in row["stale"]}
         rewritten: set[Key] = set()  # documents held whose chunks this row replaced by others
         for tenant, doc_id, tier, new in checks:
@@ -106,6 +111,9 @@ class Writer:
                     stale.add((where, tenant, cid))
             if mine and any(mine.get((tier, cid)) != h for cid, h in new):
                 rewritten.add((tenant, doc_id))
+        if stale or len(self._segments) >= ADOPT_GROUP:  # the new chunks are in before any goes
+            await self._adopt()
+        began = time.perf_counter()
         await self._delete(stale)
         report.timed("write", began)
         report.finished("write", time.time() - self._t0)
@@ -129,6 +137,17 @@ class Writer:
         self._pending.chunks += cold_n + len(hot) + served
         report.chunks_written += cold_n + len(hot) + served
         report.chunks_embedded += cold_n + len(embedded) + served
+
+    async def _adopt(self) -> None:
+        """The cold tier adopts the segments received since the last time, in one transaction."""
+        segments, self._segments = self._segments, []
+        if segments:
+            assert self._cold is not None
+            began = time.perf_counter()
+            await asyncio.to_thread(self._cold.local.adopt, segments)
+            for path in segments:
+                await asyncio.to_thread(path.unlink, missing_ok=True)
+            self._report.timed("write", began)
 
     def _repeated(self, r: DocResult, unit: str, again: set[Key]) -> bool:
         """A copy found unchanged by a worker that compared it before an earlier copy of the same
@@ -179,6 +198,7 @@ class Writer:
 
     async def commit(self) -> None:
         """tantivy commits what was adopted; those documents are now durable and searchable."""
+        await self._adopt()
         if self._cold is not None:
             began = time.perf_counter()
             await asyncio.to_thread(self._cold.local.bulk_commit)

@@ -3,10 +3,16 @@
 A worker (a Ray task, any process) writes a batch of embedded chunks into a **segment**: a plain
 SQLite file holding the rows exactly as the tier stores them (analysed terms, keywords, vector
 bytes), with no indexes and no journal, so building one costs a few microseconds a row and runs
-on every core at once. The tier's owner then **adopts** the segment: one transaction copies its
-rows into ``chunks`` (an upsert by ``(tenant, chunk_id)``, inside SQLite's C code) with a new
-version, so a segment is either wholly in the tier or not at all. tantivy and FAISS follow from
-the rows by version, as for any other write.
+on every core at once. The tier's owner then **adopts** segments, up to ``ADOPT_GROUP`` in one
+transaction: each one's rows are copied into ``chunks`` (an upsert by ``(tenant, chunk_id)``,
+inside SQLite's C code) with a version of its own, so a segment is either wholly in the tier or
+not at all. tantivy and FAISS follow from the rows by version, as for any other write.
+
+Why groups: document ids are random keys, so each transaction rewrites index pages all over the
+``(tenant, chunk_id)`` and ``(tenant, doc_id)`` indexes, and the share of those pages that one
+segment dirties grows with the table. Measured here (docs/benchmarks.md, 1M rows with random
+ids): one segment a transaction fell from 36k to 17k rows/s as the table grew; eight a
+transaction with a 512 MiB page cache, 77k to 33k (22.4 s for the million against 44.6 s).
 
 ``ColdLookup`` is the other half of a parallel load: workers read what the tier holds of their
 documents (content and document hashes) straight from its SQLite file, in read-only mode, so
@@ -76,21 +82,25 @@ def write_segment(path: Path, items: Sequence[EmbeddedChunk], analyzer: Analyzer
     return len(items)
 
 
-def adopt(conn: sqlite3.Connection, version: int) -> int:
-    """Copy the attached segment ``seg`` into the tier, inside the caller's transaction."""
+def adopt(conn: sqlite3.Connection, version: int, seg: str = "seg") -> int:
+    """Copy the segment attached as ``seg`` into the tier with ``version`` (its own: the keyword
+    rows of that version are replaced), inside the caller's transaction."""
     conn.execute(
-        f"INSERT INTO chunks ({COLUMNS}, version) SELECT {COLUMNS}, ? FROM seg.chunks WHERE true "
+        f"INSERT INTO chunks ({COLUMNS}, version) SELECT {COLUMNS}, ? FROM {seg}.chunks WHERE true "
         + ON_CONFLICT,
         (version,),
     )
     conn.execute("DELETE FROM chunk_kw WHERE seq IN (SELECT seq FROM chunks WHERE version = ?)", (version,))
     conn.execute(
-        "INSERT OR IGNORE INTO chunk_kw (kw, seq) SELECT k.kw, c.seq FROM seg.kw k "
+        f"INSERT OR IGNORE INTO chunk_kw (kw, seq) SELECT k.kw, c.seq FROM {seg}.kw k "
         "JOIN chunks c ON c.tenant = k.tenant AND c.chunk_id = k.chunk_id"
     )
     conn.execute("DELETE FROM tombstones WHERE seq IN (SELECT seq FROM chunks WHERE version = ?)", (version,))
-    return int(conn.execute("SELECT COUNT(*) FROM seg.chunks").fetchone()[0])
+    return int(conn.execute(f"SELECT COUNT(*) FROM {seg}.chunks").fetchone()[0])
 
+
+# Segments adopted in one transaction: each is attached, and SQLite attaches at most 10 databases.
+ADOPT_GROUP = 8
 
 HeldChunk = tuple[str, str, str, str, str | None]  # tenant, doc id, chunk id, content hash, doc hash
 

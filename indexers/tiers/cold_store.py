@@ -130,13 +130,13 @@ def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
     return " AND ".join(sql), args
 
 
-def lexical_rows(conn: sqlite3.Connection, where: str, arg: int) -> list[tuple[Any, ...]]:
+def lexical_rows(conn: sqlite3.Connection, where: str, *args: int) -> list[tuple[Any, ...]]:
     """What tantivy indexes of the rows ``where`` selects: seq, tenant, terms, year, day, keywords."""
     rows = conn.execute(
         "SELECT seq, tenant, terms, year, day, "
         "(SELECT json_group_array(kw) FROM chunk_kw k WHERE k.seq = c.seq) "
         f"FROM chunks c WHERE {where}",
-        (arg,),
+        args,
     ).fetchall()
     return [(*r[:5], json.loads(r[5])) for r in rows]
 

@@ -33,13 +33,15 @@ from indexers.records import EmbeddedChunk, StoredChunk, Vector, chunk_key
 from indexers.text.lexical import Analyzer
 from indexers.tiers.base import DatedDocument, LegResults
 from indexers.tiers.cold_lexical import LexicalIndex
-from indexers.tiers.cold_segment import COLUMNS, ON_CONFLICT, ColdLookup, adopt, row_of
+from indexers.tiers.cold_segment import ADOPT_GROUP, COLUMNS, ON_CONFLICT, ColdLookup, adopt, row_of
 from indexers.tiers.cold_store import ROW_COLUMNS, Store, filter_sql, last_seq, lexical_rows, tombstones
 from indexers.tiers.cold_vectors import KMeans, VectorIndex
 from indexers.tiers.query import Filters, HitRef, LegHit, SearchQuery
 from indexers.tiers.threaded import ThreadedTier
 
 log = logging.getLogger(__name__)
+
+BULK_CACHE_MIB = 512  # SQLite writer's page cache during bulk loads (cold_segment: why)
 
 
 class LocalCold:
@@ -158,46 +160,63 @@ class LocalCold:
         """Until ``bulk_end``: tantivy indexes with ``threads`` and commits on ``bulk_commit``,
         FAISS is brought up to date once at the end (searches meanwhile miss the new vectors;
         ``kmeans`` trains its lists, on a GPU say). Into an empty tier, the adopted vectors are
-        kept in memory as they come, so the end builds FAISS without reading SQLite back."""
+        kept in memory as they come, so the end builds FAISS without reading SQLite back. SQLite's
+        writer keeps up to ``BULK_CACHE_MIB`` of pages meanwhile (the indexes' pages, which every
+        adoption rewrites, stay in memory)."""
         store, lexical, vectors = self._parts()
         with store.write_lock:
+            store.writer.execute(f"PRAGMA cache_size=-{BULK_CACHE_MIB * 1024}")
             lexical.reopen_writer(threads=threads, heap_mb=heap_mb)
             self._bulk = True
             self._kmeans = kmeans
             self._adopted = [] if vectors.index.ntotal == 0 else None
             self._tombstones_before = tombstones(store)
 
-    def adopt(self, segment: Path) -> int:
-        """Copy a worker-built segment into the tier in one transaction; returns its rows."""
+    def adopt(self, segments: Sequence[Path]) -> int:
+        """Copy worker-built segments (at most ``ADOPT_GROUP``) into the tier in one transaction,
+        each with a version of its own; returns their rows."""
         store, lexical, vectors = self._parts()
+        if not segments:
+            return 0
+        if len(segments) > ADOPT_GROUP:
+            raise ValueError(f"at most {ADOPT_GROUP} segments a transaction, not {len(segments)}")
         waited = time.perf_counter()
         with store.write_lock:
             began = time.perf_counter()
             self.bulk_seconds["adopt_wait"] = self.bulk_seconds.get("adopt_wait", 0.0) + began - waited
-            conn = store.writer
-            conn.execute("ATTACH DATABASE ? AS seg", (str(segment),))
+            conn, attached, n = store.writer, [], 0
             try:
+                for i, segment in enumerate(segments):  # attached outside the transaction
+                    conn.execute(f"ATTACH DATABASE ? AS seg{i}", (str(segment),))
+                    attached.append(f"seg{i}")
                 with store.transaction():
-                    version = store.next_version(conn)
                     last = last_seq(conn)  # rows above it are new: tantivy has nothing to replace
-                    n = adopt(conn, version)
+                    versions = []
+                    for name in attached:
+                        versions.append(store.next_version(conn))
+                        n += adopt(conn, versions[-1], name)
+                first, version = versions[0], versions[-1]
             finally:
-                conn.execute("DETACH DATABASE seg")
+                for name in attached:
+                    conn.execute(f"DETACH DATABASE {name}")
             self._spent("adopt", began)
             if self._bulk:  # tantivy is fed beside the next adoption (SQLite releases the GIL)
-                self._feeding.append(self._feeder.submit(self._feed, version, last))
+                self._feeding.append(self._feeder.submit(self._feed, first, version, last))
                 return n
-            lexical.apply(lexical_rows(store.reader(), "version = ?", version), [], version, new_above=last)
-            vectors.apply(*self._changes_vectors(store.reader(), version - 1)[:2], [])
+            where = "version BETWEEN ? AND ?"
+            lexical.apply(lexical_rows(store.reader(), where, first, version), [], version, new_above=last)
+            vectors.apply(*self._changes_vectors(store.reader(), first - 1)[:2], [])
         return n
 
-    def _feed(self, version: int, last: int) -> None:
+    def _feed(self, first: int, version: int, last: int) -> None:
         began = time.perf_counter()
         store, lexical, _ = self._parts()
         conn = store.reader()
-        lexical.add(lexical_rows(conn, "version = ?", version), [], new_above=last)
+        lexical.add(lexical_rows(conn, "version BETWEEN ? AND ?", first, version), [], new_above=last)
         if self._adopted is not None:
-            rows = conn.execute("SELECT seq, vector FROM chunks WHERE version = ?", (version,)).fetchall()
+            rows = conn.execute(
+                "SELECT seq, vector FROM chunks WHERE version BETWEEN ? AND ?", (first, version)
+            ).fetchall()
             vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, self._dim)
             self._adopted.append((np.asarray([r[0] for r in rows], dtype=np.int64), vecs))
         self._spent("lexical", began)
@@ -227,6 +246,7 @@ class LocalCold:
         store, lexical, vectors = self._parts()
         with store.write_lock:  # the bulk writer stays (its merges finish in the background)
             self._bulk = False
+            store.writer.execute("PRAGMA cache_size=-2000")  # SQLite's default, 2 MiB
             began = time.perf_counter()
             adopted, self._adopted = self._adopted, None
             if adopted and tombstones(store) == self._tombstones_before:  # nothing deleted since

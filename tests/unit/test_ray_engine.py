@@ -101,7 +101,7 @@ def test_adopting_a_segment_is_an_upsert(tmp_path: Path, embedder: SentenceTrans
     for round_ in range(2):  # the second adoption replaces the rows of the first, in place
         segment = tmp_path / f"s{round_}.segment"
         write_segment(segment, items, analyzer)
-        assert cold.adopt(segment) == len(items)
+        assert cold.adopt([segment]) == len(items)
     assert cold.count(None) == len(items)
     query = SearchQuery(
         text="freedom",
@@ -113,6 +113,43 @@ def test_adopting_a_segment_is_an_upsert(tmp_path: Path, embedder: SentenceTrans
     )
     found = cold.search(query)
     assert found["lexical"] and found["dense"]
+    cold.close()
+
+
+def test_segments_adopted_together_keep_their_order_and_keywords(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    """Up to ADOPT_GROUP segments in one transaction: each keeps its own rows' keywords, and a
+    chunk in two of them ends as the later one has it; the derived indexes hold every row."""
+    import dataclasses
+
+    from indexers.tiers.cold_segment import ADOPT_GROUP
+
+    analyzer = Analyzer()
+    cold = LocalCold(tmp_path / "cold", dim=embedder.dim, analyzer=analyzer)
+    docs = [d for d in load_paths([SAMPLE]) if isinstance(d, Document)][:6]
+    chunks = [c for d in docs for c in Chunker(embedder.count_tokens, max_tokens=60).chunk(d)]
+    vectors = embedder.embed([c.embed_text for c in chunks])
+    items = [EmbeddedChunk(c, v) for c, v in zip(chunks, vectors, strict=True)]
+    replaced = dataclasses.replace(items[0].chunk, text="Replaced in the last segment.")
+    again = EmbeddedChunk(replaced, vectors[0])
+    parts = [items[0::3], items[1::3], items[2::3], [again]]
+    paths = []
+    for i, part in enumerate(parts):
+        paths.append(tmp_path / f"g{i}.segment")
+        write_segment(paths[-1], part, analyzer)
+    with pytest.raises(ValueError):
+        cold.adopt(paths * ADOPT_GROUP)
+    assert cold.adopt(paths) == len(items) + 1
+    assert cold.count(None) == len(items)
+    held = {c.chunk_id: c.text for c in cold.fetch("default", [d.id for d in docs])}
+    assert held[items[0].chunk.chunk_id] == again.chunk.text
+    assert all(held[i.chunk.chunk_id] == i.chunk.text for i in items[1:])
+    db = sqlite3.connect(tmp_path / "cold" / "cold.sqlite")
+    kws = db.execute("SELECT c.chunk_id, k.kw FROM chunk_kw k JOIN chunks c ON c.seq = k.seq").fetchall()
+    assert sorted(kws) == sorted((i.chunk.chunk_id, kw) for i in items for kw in i.chunk.keywords())
+    assert cold._lexical is not None and cold._lexical.index.searcher().num_docs == len(items)
+    assert cold._vectors is not None and cold._vectors.index.ntotal == len(items)
     cold.close()
 
 
