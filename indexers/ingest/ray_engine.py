@@ -5,7 +5,8 @@
 * **units**: the input cut into pieces of about ``unit_mb`` (line-aligned byte ranges of a JSONL
   file, groups of one-document files); a gzip file is one unit.
 * **prepare** (``prepare_units``): load, fingerprint and place each document; read what the tiers
-  hold of it where a worker can (the embedded cold tier's SQLite, read-only); skip unchanged
+  hold of it where a worker can (the embedded cold tier's SQLite, read-only; a server through its
+  own client; nothing from a tier that was empty when the run began); skip unchanged
   documents without chunking them; chunk and compare the others (``indexers.ingest.prepare``, the
   in-process pipeline's own functions); tokenize the chunks to embed.
 * **embed** (``EmbedActor``): token ids → vectors; large length-sorted batches; fp16 on a GPU.
@@ -13,9 +14,10 @@
   block; a server tier's chunks (Qdrant, Elasticsearch) written to the server from here, in
   acknowledged batches through the tier's own adapter (its retries and 429 backoff), with as
   many build tasks at once as ``RayOptions.write_concurrency`` allows.
-* **owner** (this process, ``RayPipeline``): adopts each segment in one transaction, upserts the
-  embedded hot tier's chunks, deletes stale chunks, and acknowledges documents once tantivy has
-  committed them (every ``commit_chunks``); FAISS is brought up to date once at the end.
+* **owner** (this process, ``RayPipeline``): adopts the segments (up to eight in one SQLite
+  transaction, each all or nothing), upserts the embedded hot tier's chunks, deletes stale
+  chunks, and acknowledges documents once tantivy has committed them (every ``commit_chunks``);
+  FAISS is brought up to date once at the end.
 
 A document is acknowledged only when durable, so after a kill (driver or worker) a re-run finds
 acknowledged documents unchanged and finishes the rest; an unadopted segment is deleted.
