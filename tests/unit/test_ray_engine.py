@@ -5,8 +5,9 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,9 +17,11 @@ from indexers.ingest.load import LoadOptions, load_paths
 from indexers.ingest.pipeline import Pipeline
 from indexers.ingest.prepare import chunk_documents, with_structure
 from indexers.ingest.ray_engine import plan_units, read_unit
-from indexers.records import Document, EmbeddedChunk
+from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
+from indexers.records import Document, EmbeddedChunk, TierName
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
+from indexers.tiers.base import StoreTier
 from indexers.tiers.cold_segment import write_segment
 from indexers.tiers.local_cold import LocalCold, LocalColdTier
 from indexers.tiers.query import Filters, SearchQuery
@@ -52,6 +55,26 @@ def sample(tmp_path: Path, copies: int = 1) -> Path:
                 record = {"id": f"{d.id}-{c}", "title": d.title, "text": d.text, "metadata": dict(d.metadata)}
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")
     return out
+
+
+def ray_engine(
+    embedder: SentenceTransformerEmbedder,
+    chunker: Chunker,
+    analyzer: Analyzer,
+    tiers: Mapping[TierName, StoreTier],
+    servers: Mapping[TierName, Callable[[], StoreTier]] | None = None,
+    **options: Any,
+) -> RayPipeline:
+    """The Ray engine on the module's local Ray (two CPUs), the model on the CPU in each actor."""
+    return RayPipeline(
+        embedder=embedder,
+        make_embedder=functools.partial(SentenceTransformerEmbedder, device="cpu"),
+        chunker=chunker,
+        analyzer=analyzer,
+        tiers=tiers,
+        options=RayOptions(num_cpus=2, **options),
+        servers=servers,
+    )
 
 
 def test_units_read_every_line_once(tmp_path: Path) -> None:
@@ -157,8 +180,6 @@ def test_segments_adopted_together_keep_their_order_and_keywords(
 async def test_ray_engine_stores_what_the_in_process_pipeline_stores(
     tmp_path: Path, embedder: SentenceTransformerEmbedder, local_ray: None
 ) -> None:
-    from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
-
     corpus = sample(tmp_path)
     analyzer = Analyzer()
     chunker = Chunker(embedder.count_tokens, max_tokens=60, overlap_tokens=8)
@@ -166,14 +187,8 @@ async def test_ray_engine_stores_what_the_in_process_pipeline_stores(
     there = LocalColdTier(tmp_path / "there", dim=embedder.dim, analyzer=analyzer)
     pipeline = Pipeline(embedder=AsyncEmbedder(embedder), chunker=chunker, tiers={"cold": here})
     await pipeline.ingest(load_paths([corpus]), placement="cold", optimize=True)
-    ray_pipeline = RayPipeline(
-        embedder=embedder,
-        make_embedder=functools.partial(SentenceTransformerEmbedder, device="cpu"),
-        chunker=chunker,
-        analyzer=analyzer,
-        tiers={"cold": there},
-        options=RayOptions(num_cpus=2, unit_mb=0.004),  # several units, several segments
-    )
+    # several units, several segments
+    ray_pipeline = ray_engine(embedder, chunker, analyzer, {"cold": there}, unit_mb=0.004)
     first = await ray_pipeline.ingest([corpus], placement="cold")
     assert first.count("created") == 33 and first.chunks_embedded == first.chunks_written > 33
 
@@ -214,18 +229,10 @@ async def test_an_id_repeated_in_one_run(
     """Copies of one id in different units: the last copy is what stays, with no stale chunk,
     also when it equals what was stored before the run (so a worker found it unchanged), and
     into an empty tier (which the workers do not read: the owner compares the later copies)."""
-    from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
-
     analyzer = Analyzer()
     tier = LocalColdTier(tmp_path / "cold", dim=embedder.dim, analyzer=analyzer)
-    pipeline = RayPipeline(
-        embedder=embedder,
-        make_embedder=functools.partial(SentenceTransformerEmbedder, device="cpu"),
-        chunker=Chunker(embedder.count_tokens, max_tokens=12, overlap_tokens=0),
-        analyzer=analyzer,
-        tiers={"cold": tier},
-        options=RayOptions(num_cpus=2, unit_mb=0.0001),  # one line a unit
-    )
+    short = Chunker(embedder.count_tokens, max_tokens=12, overlap_tokens=0)
+    pipeline = ray_engine(embedder, short, analyzer, {"cold": tier}, unit_mb=0.0001)  # one line a unit
     one = "Goods travel at the carrier's risk. The carrier is liable for loss."
     two = "Goods travel at the shipper's risk. The shipper insures them. Claims close after a year."
     three = "Goods travel at the buyer's risk."
@@ -256,7 +263,6 @@ async def test_ray_engine_into_the_hot_tier_reruns_embed_nothing(
 ) -> None:
     """Qdrant Edge cannot be opened by a worker: the owner hands the workers a copy of its hashes,
     so an unchanged hot document is skipped before embedding, as the in-process engine skips it."""
-    from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
     from indexers.tiers.qdrant_edge import QdrantEdgeTier
 
     corpus = sample(tmp_path)
@@ -268,14 +274,7 @@ async def test_ray_engine_into_the_hot_tier_reruns_embed_nothing(
     }
     for tier in tiers.values():
         await tier.ensure()
-    ray_pipeline = RayPipeline(
-        embedder=embedder,
-        make_embedder=functools.partial(SentenceTransformerEmbedder, device="cpu"),
-        chunker=chunker,
-        analyzer=analyzer,
-        tiers=tiers,  # type: ignore[arg-type]
-        options=RayOptions(num_cpus=2),
-    )
+    ray_pipeline = ray_engine(embedder, chunker, analyzer, tiers)  # type: ignore[arg-type]
     first = await ray_pipeline.ingest([corpus], placement="hot")
     assert first.count("created") == 33 and first.chunks_embedded > 33
     again = await ray_pipeline.ingest([corpus], placement="hot")
@@ -335,7 +334,6 @@ async def test_workers_write_a_server_tier_themselves(
     through their own clients (the owner writes nothing there), retry a 429, store what the
     in-process pipeline stores, embed nothing on a re-run, and the last copy of an id met in two
     units is what stays although the workers' writes land in any order."""
-    from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
     from indexers.tiers.elastic import ElasticTier
     from rag_router.services import cold_tier
     from rag_router.settings import Settings
@@ -366,14 +364,11 @@ async def test_workers_write_a_server_tier_themselves(
             await owner_upsert(chunks)
 
         there.upsert = counted  # type: ignore[method-assign]
-        ray_pipeline = RayPipeline(
-            embedder=embedder,
-            make_embedder=functools.partial(SentenceTransformerEmbedder, device="cpu"),
-            chunker=chunker,
-            analyzer=analyzer,
-            tiers={"cold": there},
-            options=RayOptions(num_cpus=2, unit_mb=0.004, write_concurrency=2),
-            servers={"cold": functools.partial(cold_tier, settings["rag-there"], embedder.dim, analyzer)},
+        servers: dict[TierName, Callable[[], StoreTier]] = {
+            "cold": functools.partial(cold_tier, settings["rag-there"], embedder.dim, analyzer)
+        }
+        ray_pipeline = ray_engine(
+            embedder, chunker, analyzer, {"cold": there}, servers, unit_mb=0.004, write_concurrency=2
         )
         fake.bulk_script = [[429] * 5]  # the first bulk request: its first five items refused
         first = await ray_pipeline.ingest([corpus], placement="cold")
@@ -397,14 +392,9 @@ async def test_workers_write_a_server_tier_themselves(
         three = "Goods travel at the buyer's risk."
         lines = tmp_path / "repeated.jsonl"
         lines.write_text("\n".join(versions("a", one, two, three)) + "\n")
-        small = RayPipeline(
-            embedder=embedder,
-            make_embedder=functools.partial(SentenceTransformerEmbedder, device="cpu"),
-            chunker=Chunker(embedder.count_tokens, max_tokens=12, overlap_tokens=0),
-            analyzer=analyzer,
-            tiers={"cold": there},
-            options=RayOptions(num_cpus=2, unit_mb=0.0001, write_concurrency=3),
-            servers={"cold": functools.partial(cold_tier, settings["rag-there"], embedder.dim, analyzer)},
+        short = Chunker(embedder.count_tokens, max_tokens=12, overlap_tokens=0)
+        small = ray_engine(
+            embedder, short, analyzer, {"cold": there}, servers, unit_mb=0.0001, write_concurrency=3
         )
         for _ in range(2):
             report = await small.ingest([lines], placement="cold", collect=True)
@@ -423,7 +413,6 @@ async def test_workers_write_a_real_server(
     """The same against a real server (``RAG_TEST_QDRANT_URL`` / ``RAG_TEST_ELASTIC_URL``)."""
     import os
 
-    from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
     from rag_router.services import cold_tier, hot_tier
     from rag_router.settings import Settings
 
@@ -431,29 +420,25 @@ async def test_workers_write_a_real_server(
     if not url:
         pytest.skip(f"RAG_TEST_{server.upper()}_URL is not set: no server to test against")
     name = f"rag-ray-test-{os.getpid()}"
-    if server == "qdrant":
-        part, key, placement, open_ = "qdrant", "collection", "hot", hot_tier
-    else:
-        part, key, placement, open_ = "elastic", "index", "cold", cold_tier
+    placement: TierName = "hot" if server == "qdrant" else "cold"
+    part, key, open_ = (
+        ("qdrant", "collection", hot_tier) if server == "qdrant" else ("elastic", "index", cold_tier)
+    )
     api_key = os.environ.get(f"RAG_TEST_{server.upper()}_API_KEY")
     secrets = {"api_key": api_key} if api_key else {}
     settings = Settings(data_dir=tmp_path, **{part: {"url": url, key: name, **secrets}})  # type: ignore[arg-type]
     analyzer = Analyzer()
     tier = open_(settings, embedder.dim, analyzer)
     await tier.ensure()
-    pipeline = RayPipeline(
-        embedder=embedder,
-        make_embedder=functools.partial(SentenceTransformerEmbedder, device="cpu"),
-        chunker=Chunker(embedder.count_tokens, max_tokens=60, overlap_tokens=8),
-        analyzer=analyzer,
-        tiers={placement: tier},  # type: ignore[dict-item]
-        options=RayOptions(num_cpus=2, unit_mb=0.004),
-        servers={placement: functools.partial(open_, settings, embedder.dim, analyzer)},  # type: ignore[dict-item]
-    )
+    chunker = Chunker(embedder.count_tokens, max_tokens=60, overlap_tokens=8)
+    servers: dict[TierName, Callable[[], StoreTier]] = {
+        placement: functools.partial(open_, settings, embedder.dim, analyzer)
+    }
+    pipeline = ray_engine(embedder, chunker, analyzer, {placement: tier}, servers, unit_mb=0.004)
     try:
-        first = await pipeline.ingest([sample(tmp_path)], placement=placement)  # type: ignore[arg-type]
+        first = await pipeline.ingest([sample(tmp_path)], placement=placement)
         assert first.count("created") == 33 and await tier.count() == first.chunks_written > 33
-        again = await pipeline.ingest([sample(tmp_path)], placement=placement)  # type: ignore[arg-type]
+        again = await pipeline.ingest([sample(tmp_path)], placement=placement)
         assert again.count("unchanged") == 33 and again.chunks_embedded == 0
     finally:
         for doc in {d.id for d in load_paths([SAMPLE]) if isinstance(d, Document)}:
