@@ -67,7 +67,8 @@ class Writer:
         self.redo: dict[Key, str] = {}  # documents to compare again after the run → their unit
         self._withheld: dict[Key, DocResult] = {}  # the result of each one's copy in ``redo``
         self._segments: list[Path] = []  # received, adopted with the next ones (``_adopt``)
-        self._pending = _Pending()
+        self._unadopted: list[DocResult] = []  # results of rows whose segments may wait in there
+        self._pending = _Pending()  # results whose chunks are in: acknowledged at the next commit
         self._t0 = time.time()  # the run's start on the wall clock the workers' "<stage>_at" use
 
     async def write(self, batch: dict[str, Any]) -> None:
@@ -111,7 +112,7 @@ class Writer:
                     stale.add((where, tenant, cid))
             if mine and any(mine.get((tier, cid)) != h for cid, h in new):
                 rewritten.add((tenant, doc_id))
-        if stale or len(self._segments) >= ADOPT_GROUP:  # the new chunks are in before any goes
+        if stale:  # the new chunks are in before any goes
             await self._adopt()
         began = time.perf_counter()
         await self._delete(stale)
@@ -132,7 +133,9 @@ class Writer:
                 self.redo.pop(doc, None)
                 restated.append(r)
         self._changed.update((r.tenant or "", r.id) for r in restated if r.status in ("created", "updated"))
-        self._pending.results += restated
+        self._unadopted += restated
+        if len(self._segments) >= ADOPT_GROUP:
+            await self._adopt()
         served = int(row["served_rows"])  # written to server tiers by a worker, acknowledged
         self._pending.chunks += cold_n + len(hot) + served
         report.chunks_written += cold_n + len(hot) + served
@@ -144,10 +147,16 @@ class Writer:
         if segments:
             assert self._cold is not None
             began = time.perf_counter()
-            await asyncio.to_thread(self._cold.local.adopt, segments)
+            try:
+                await asyncio.to_thread(self._cold.local.adopt, segments)
+            except BaseException:
+                self._unadopted = []  # not in the tier: those documents are never acknowledged
+                raise
             for path in segments:
                 await asyncio.to_thread(path.unlink, missing_ok=True)
             self._report.timed("write", began)
+        self._pending.results += self._unadopted
+        self._unadopted = []
 
     def _repeated(self, r: DocResult, unit: str, again: set[Key]) -> bool:
         """A copy found unchanged by a worker that compared it before an earlier copy of the same

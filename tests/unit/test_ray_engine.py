@@ -18,7 +18,7 @@ from indexers.ingest.pipeline import Pipeline
 from indexers.ingest.prepare import chunk_documents, with_structure
 from indexers.ingest.ray_engine import plan_units, read_unit
 from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
-from indexers.records import Document, EmbeddedChunk, TierName
+from indexers.records import Chunk, Document, EmbeddedChunk, TierName
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
 from indexers.tiers.base import StoreTier
@@ -444,3 +444,66 @@ async def test_workers_write_a_real_server(
         for doc in {d.id for d in load_paths([SAMPLE]) if isinstance(d, Document)}:
             await tier.delete("default", [c.chunk_id for c in await tier.fetch("default", [f"{doc}-0"])])
         await tier.close()
+
+
+async def test_documents_whose_segment_was_not_adopted_are_never_acknowledged(tmp_path: Path) -> None:
+    """The owner adopts segments in groups, after their rows' results came in. When an adoption
+    fails (a full disk, say), the results of the rows in that group are dropped: what the run's
+    last commit acknowledges (``RayPipeline.ingest`` commits in ``finally``) is exactly what the
+    tier holds."""
+    import pickle
+
+    from indexers.ingest.ray_owner import Writer
+    from indexers.ingest.results import DocResult, IngestReport
+    from indexers.tiers.cold_segment import ADOPT_GROUP
+
+    analyzer = Analyzer()
+    tier = LocalColdTier(tmp_path / "cold", dim=4, analyzer=analyzer)
+    await tier.ensure()
+    tier.local.bulk_begin()
+    acknowledged: list[str] = []
+    writer = Writer(
+        {"cold": tier},
+        IngestReport(),
+        commit_chunks=10**9,
+        on_batch=lambda results, report: acknowledged.extend(r.id for r in results),
+        collect=False,
+        read_by_workers=["cold"],
+    )
+    adopt, calls = tier.local.adopt, []
+
+    def full_disk_on_the_second_group(segments: Sequence[Path]) -> int:
+        calls.append(len(segments))
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return adopt(segments)
+
+    tier.local.adopt = full_disk_on_the_second_group  # type: ignore[method-assign]
+    rows = 2 * ADOPT_GROUP
+    with pytest.raises(OSError):
+        for i in range(rows):
+            chunk = Chunk(f"d{i}#0", f"d{i}", 0, f"Clause {i} of the contract.", None, {})
+            segment = tmp_path / f"{i}.segment"
+            write_segment(segment, [EmbeddedChunk(chunk, np.full(4, 0.5, np.float32))], analyzer)
+            meta = {
+                "results": [DocResult(f"d{i}", "created", 1, "cold", tenant="default")],
+                "stale": [],
+                "check": [("default", f"d{i}", "cold", [(chunk.chunk_id, chunk.content_hash)])],
+                "unit": f"unit-{i}",
+            }
+            row: dict[str, Any] = {
+                "meta": pickle.dumps(meta),
+                "hot": pickle.dumps([]),
+                "segment": str(segment),
+            }
+            row |= {"segment_rows": 1, "served_rows": 0, "arrived_at": 0.0, "model_at": 0.0}
+            row |= {f"{stage}_{k}": 0.0 for stage in ("prepare", "embed", "build") for k in ("s", "at")}
+            await writer.write({k: [v] for k, v in row.items()})
+    await writer.commit()  # what the pipeline's ``finally`` does
+    assert calls == [ADOPT_GROUP, ADOPT_GROUP]
+    first_group = [f"d{i}" for i in range(ADOPT_GROUP)]
+    assert acknowledged == first_group
+    assert sorted({c.doc_id for c in await tier.fetch("default", [f"d{i}" for i in range(rows)])}) == sorted(
+        first_group
+    )
+    await tier.close()
