@@ -63,9 +63,8 @@ class Writer:
         self._unread = [t for t in self._tiers if t not in set(read_by_workers)]
         self._served = bool(set(written_by_workers))
         self._seen: set[Key] = set()
-        self._changed: set[Key] = set()  # documents this run wrote
         self.redo: dict[Key, str] = {}  # documents to compare again after the run → their unit
-        self._withheld: dict[Key, DocResult] = {}  # the result of each one's copy in ``redo``
+        self.withheld: dict[Key, DocResult] = {}  # how the owner found each copy in ``redo``
         self._segments: list[Path] = []  # received, adopted with the next ones (``_adopt``)
         self._unadopted: list[DocResult] = []  # results of rows whose segments may wait in there
         self._pending = _Pending()  # results whose chunks are in: acknowledged at the next commit
@@ -112,7 +111,7 @@ class Writer:
                     stale.add((where, tenant, cid))
             if mine and any(mine.get((tier, cid)) != h for cid, h in new):
                 rewritten.add((tenant, doc_id))
-        if stale:  # the new chunks are in before any goes
+        if stale and path:  # the new chunks (in this row's segment) are in before any goes
             await self._adopt()
         began = time.perf_counter()
         await self._delete(stale)
@@ -121,18 +120,17 @@ class Writer:
         self._seen.update((t, d) for t, d, _, _ in checks)
         written = {(e.chunk.tenant, e.chunk.doc_id) for _, e, _ in hot} | rewritten
         restated = []
-        for r in _restated(results, held, stale, written):
+        for found, r in zip(results, _restated(results, held, stale, written), strict=True):
             doc: Key = (r.tenant or "", r.id)
             # a copy withheld earlier is reported as it was found: the redo is for the last copy,
             # and a later copy written here in order is the last so far (no redo for it then)
-            earlier = self._withheld.pop(doc, None)
+            earlier = self.withheld.pop(doc, None)
             restated += [earlier] if earlier is not None else []
-            if self._repeated(r, row["unit"], again):
-                self._withheld[doc] = r
+            if self._repeated(found.status, r, row["unit"], again):
+                self.withheld[doc] = r
             else:
                 self.redo.pop(doc, None)
                 restated.append(r)
-        self._changed.update((r.tenant or "", r.id) for r in restated if r.status in ("created", "updated"))
         self._unadopted += restated
         if len(self._segments) >= ADOPT_GROUP:
             await self._adopt()
@@ -158,13 +156,15 @@ class Writer:
         self._pending.results += self._unadopted
         self._unadopted = []
 
-    def _repeated(self, r: DocResult, unit: str, again: set[Key]) -> bool:
-        """A copy found unchanged by a worker that compared it before an earlier copy of the same
-        id in this run was written: what is stored now is that earlier copy. Or any later copy of
-        an id when workers write to a server tier: which copy landed last is unknown. Kept for
-        ``_redo``, which compares the last copy with what is stored then."""
+    def _repeated(self, found: Status, r: DocResult, unit: str, again: set[Key]) -> bool:
+        """A later copy of an id met earlier in this run, which its worker ``found`` other than
+        created: it compared the copy with what a tier held before (maybe before the earlier copy
+        was written), so it skipped it as unchanged, or wrote only the chunks that differed from
+        that older state. Or any later copy when workers write to a server tier: which copy
+        landed last is unknown. Kept for ``_redo``, which compares the last copy with what is
+        stored after the run. (A copy found created was written whole, in order: it stands.)"""
         key = (r.tenant or "", r.id)
-        if not (self._served and key in again) and (r.status != "unchanged" or key not in self._changed):
+        if key not in again or (found == "created" and not self._served):
             return False
         self.redo[key] = unit
         return True

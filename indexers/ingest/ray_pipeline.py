@@ -36,7 +36,7 @@ from indexers.ingest.ray_engine import (
     read_unit,
 )
 from indexers.ingest.ray_owner import Key, Writer
-from indexers.ingest.results import IngestReport, OnBatch, Placement
+from indexers.ingest.results import DocResult, IngestReport, OnBatch, Placement
 from indexers.records import Document, TierName
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
@@ -183,13 +183,14 @@ class RayPipeline:
             for stray in [*segments.glob("*.segment*"), segments / "hot.lookup"]:
                 stray.unlink(missing_ok=True)
         if writer.redo and not report.cancelled:
-            await self._redo(writer.redo, load, placement, report, on_batch, collect)
+            await self._redo(writer.redo, writer.withheld, load, placement, report, on_batch, collect)
         report.seconds = time.perf_counter() - started
         return report
 
     async def _redo(
         self,
         redo: Mapping[Key, str],
+        withheld: Mapping[Key, DocResult],
         load: LoadOptions,
         placement: Placement,
         report: IngestReport,
@@ -217,11 +218,13 @@ class RayPipeline:
             again = await pipeline.ingest(list(last.values()), placement=placement, collect=True)
         finally:
             worker.close()
-        report.add(again.results, collect)
+        # a copy its row already wrote in full is found unchanged here: it was updated by this run
+        results = [_as_written(r, withheld.get((r.tenant or "", r.id))) for r in again.results]
+        report.add(results, collect)
         report.chunks_written += again.chunks_written
         report.chunks_embedded += again.chunks_embedded
         if on_batch is not None:
-            done = on_batch(again.results, report)
+            done = on_batch(results, report)
             if done is not None:
                 await done
 
@@ -289,6 +292,14 @@ class RayPipeline:
         )
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=4):
             yield dict(batch)
+
+
+def _as_written(result: DocResult, owner: DocResult | None) -> DocResult:
+    """The redo's result, or how the owner found the copy when its row wrote it (the redo then
+    finds nothing left to change)."""
+    if result.status == "unchanged" and owner is not None and owner.status in ("created", "updated"):
+        return DocResult(result.id, owner.status, result.chunks, result.tier, result.error, result.tenant)
+    return result
 
 
 def _gpu_kmeans() -> KMeans | None:

@@ -82,13 +82,16 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE … COMMIT; rolled back when the body or the COMMIT itself fails (a full
+        disk fails at COMMIT), so the connection is never left inside a transaction."""
         self.writer.execute("BEGIN IMMEDIATE")
         try:
             yield self.writer
+            self.writer.execute("COMMIT")
         except BaseException:
-            self.writer.execute("ROLLBACK")
+            if self.writer.in_transaction:
+                self.writer.execute("ROLLBACK")
             raise
-        self.writer.execute("COMMIT")
 
     def next_version(self, conn: sqlite3.Connection) -> int:
         row = conn.execute(

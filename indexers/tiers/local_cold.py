@@ -196,9 +196,12 @@ class LocalCold:
                         versions.append(store.next_version(conn))
                         n += adopt(conn, versions[-1], name)
                 first, version = versions[0], versions[-1]
-            finally:
+            finally:  # the transaction is over (committed or rolled back): each detaches
                 for name in attached:
-                    conn.execute(f"DETACH DATABASE {name}")
+                    try:
+                        conn.execute(f"DETACH DATABASE {name}")
+                    except sqlite3.Error:
+                        log.exception("cold tier: could not detach segment %s", name)
             self._spent("adopt", began)
             if self._bulk:  # tantivy is fed beside the next adoption (SQLite releases the GIL)
                 self._feeding.append(self._feeder.submit(self._feed, first, version, last))

@@ -254,6 +254,19 @@ async def test_an_id_repeated_in_one_run(
         report = await pipeline.ingest([corpus], placement="cold", collect=True)
         assert len(report.results) == 2 and report.count("failed") == 0
         assert [c.text for c in await tier.fetch("default", ["a"])] == [three]
+
+    # Stored [a0, b0]; then copies [a1, b0] and [a0, b2]. The second copy's worker compared it
+    # with [a0, b0] (the first copy's segment not adopted yet) and so embedded b2 alone: written
+    # as it was, the tier would hold [a1, b2]. The last copy, [a0, b2], is what must stay.
+    a0, b0 = "Goods travel at the carrier's risk.", "The carrier is liable for loss."
+    a1, b2 = "Goods travel at the seller's risk.", "The seller insures them for a year."
+    corpus.write_text("\n".join(versions("a", f"{a0} {b0}")) + "\n")
+    await pipeline.ingest([corpus], placement="cold")
+    corpus.write_text("\n".join(versions("a", f"{a1} {b0}", f"{a0} {b2}")) + "\n")
+    for _ in range(2):
+        report = await pipeline.ingest([corpus], placement="cold", collect=True)
+        assert len(report.results) == 2 and report.count("failed") == 0
+        assert [c.text.strip() for c in await tier.fetch("default", ["a"])] == [a0, b2]
     await tier.close()
 
 
