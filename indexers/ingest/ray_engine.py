@@ -25,7 +25,6 @@ acknowledged documents unchanged and finishes the rest; an unadopted segment is 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import datetime as dt
@@ -39,7 +38,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -53,11 +52,11 @@ from indexers.ingest.prepare import (
     unchanged,
     with_structure,
 )
+from indexers.ingest.ray_tiers import Lookup, Server
 from indexers.ingest.results import DocResult, Placement, place
-from indexers.records import DOC_HASH, Chunk, Document, EmbeddedChunk, TierName
+from indexers.records import Chunk, Document, EmbeddedChunk, TierName
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
-from indexers.tiers.base import StoreTier
 from indexers.tiers.cold_segment import write_segment
 from indexers.tiers.edge_shard import point_parts
 
@@ -132,46 +131,6 @@ def read_unit(unit: Unit, options: LoadOptions) -> Iterator[Document | LoadFailu
                     )
                 except UnicodeDecodeError as exc:
                     yield LoadFailure(f"{unit.path}@{at}", f"cannot read: {exc}")
-
-
-class Lookup(Protocol):
-    """What a tier holds of some documents, read from a worker: doc id → {chunk id: (content
-    hash, document hash)}. ``cold_segment.ColdLookup`` (an embedded tier's SQLite) or ``Server``."""
-
-    def hashes(self, tenant: str, doc_ids: Sequence[str]) -> dict[str, dict[str, tuple[str, str | None]]]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Server:
-    """A server tier (Qdrant, Elasticsearch) as a worker reaches it: through its own client,
-    opened by ``open`` (picklable: built from the settings where it runs) for each call."""
-
-    open: Callable[[], StoreTier]
-
-    def hashes(self, tenant: str, doc_ids: Sequence[str]) -> dict[str, dict[str, tuple[str, str | None]]]:
-        async def fetch(tier: StoreTier) -> dict[str, dict[str, tuple[str, str | None]]]:
-            out: dict[str, dict[str, tuple[str, str | None]]] = {}
-            for c in await tier.fetch(tenant, doc_ids) if doc_ids else []:
-                out.setdefault(c.doc_id, {})[c.chunk_id] = (c.content_hash, c.metadata.get(DOC_HASH))
-            return out
-
-        return asyncio.run(self._with(fetch))
-
-    def upsert(self, items: Sequence[EmbeddedChunk]) -> None:
-        """Returns once the server acknowledged every chunk (the adapter raises otherwise)."""
-
-        async def write(tier: StoreTier) -> None:
-            await tier.upsert(items)
-
-        if items:
-            asyncio.run(self._with(write))
-
-    async def _with(self, work: Callable[[StoreTier], Any]) -> Any:
-        tier = self.open()
-        try:
-            return await work(tier)
-        finally:
-            await tier.close()
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,8 +26,6 @@ from indexers.ingest.load import LoadOptions
 from indexers.ingest.pipeline import Pipeline
 from indexers.ingest.ray_engine import (
     EmbedActor,
-    Lookup,
-    Server,
     Spec,
     Unit,
     build_segments,
@@ -36,6 +34,7 @@ from indexers.ingest.ray_engine import (
     read_unit,
 )
 from indexers.ingest.ray_owner import Key, Writer
+from indexers.ingest.ray_tiers import Lookup, Server
 from indexers.ingest.results import DocResult, IngestReport, OnBatch, Placement
 from indexers.records import Document, TierName
 from indexers.text.chunk import Chunker
