@@ -1,0 +1,166 @@
+"""The embedded cold tier's bulk loads: segments built by workers, adopted by the tier's owner.
+
+``LocalCold`` takes these methods from ``BulkLoads``: between ``bulk_begin`` and ``bulk_end``,
+``adopt`` copies groups of segments into SQLite (``cold_segment``), a thread feeds tantivy from
+the adopted rows beside the next adoption, ``bulk_commit`` makes them searchable and durable in
+tantivy, and FAISS is built once at the end.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from indexers.records import Vector
+from indexers.tiers.cold_lexical import LexicalIndex
+from indexers.tiers.cold_segment import ADOPT_GROUP, ColdLookup, adopt
+from indexers.tiers.cold_store import Store, last_seq, lexical_rows, tombstones
+from indexers.tiers.cold_vectors import KMeans, VectorIndex
+
+log = logging.getLogger(__name__)
+
+BULK_CACHE_MIB = 512  # SQLite writer's page cache during bulk loads (cold_segment: why)
+
+
+class BulkLoads:
+    """Bulk loads of a ``LocalCold`` (which provides ``_parts``, ``_catch_up`` and
+    ``_changes_vectors``)."""
+
+    _path: Path
+    _dim: int
+
+    def __init__(self) -> None:
+        self._bulk = False
+        self._feeder = ThreadPoolExecutor(1, thread_name_prefix="cold-bulk-lexical")
+        self._feeding: list[Future[None]] = []
+        self._kmeans: KMeans | None = None
+        self._adopted: list[tuple[np.ndarray[Any, Any], Vector]] | None = None
+        self._tombstones_before = 0
+        self.bulk_seconds: dict[str, float] = {}  # busy time of bulk loads: adopt, lexical, vectors
+
+    def _parts(self) -> tuple[Store, LexicalIndex, VectorIndex]:
+        raise NotImplementedError
+
+    def _catch_up(self, store: Store, lexical: LexicalIndex, vectors: VectorIndex) -> None:
+        raise NotImplementedError
+
+    def _changes_vectors(self, conn: sqlite3.Connection, since: int) -> tuple[list[int], Vector, list[int]]:
+        raise NotImplementedError
+
+    def lookup(self) -> ColdLookup:
+        """Reads of stored hashes for other processes (the Ray engine's workers)."""
+        return ColdLookup(self._path / "cold.sqlite")
+
+    def bulk_begin(self, *, threads: int = 4, heap_mb: int = 512, kmeans: KMeans | None = None) -> None:
+        """Until ``bulk_end``: tantivy indexes with ``threads`` and commits on ``bulk_commit``,
+        FAISS is brought up to date once at the end (searches meanwhile miss the new vectors;
+        ``kmeans`` trains its lists, on a GPU say). Into an empty tier, the adopted vectors are
+        kept in memory as they come, so the end builds FAISS without reading SQLite back. SQLite's
+        writer keeps up to ``BULK_CACHE_MIB`` of pages meanwhile (the indexes' pages, which every
+        adoption rewrites, stay in memory)."""
+        store, lexical, vectors = self._parts()
+        with store.write_lock:
+            store.writer.execute(f"PRAGMA cache_size=-{BULK_CACHE_MIB * 1024}")
+            lexical.reopen_writer(threads=threads, heap_mb=heap_mb)
+            self._bulk = True
+            self._kmeans = kmeans
+            self._adopted = [] if vectors.index.ntotal == 0 else None
+            self._tombstones_before = tombstones(store)
+
+    def adopt(self, segments: Sequence[Path]) -> int:
+        """Copy worker-built segments (at most ``ADOPT_GROUP``) into the tier in one transaction,
+        each with a version of its own; returns their rows."""
+        store, lexical, vectors = self._parts()
+        if not segments:
+            return 0
+        if len(segments) > ADOPT_GROUP:
+            raise ValueError(f"at most {ADOPT_GROUP} segments a transaction, not {len(segments)}")
+        waited = time.perf_counter()
+        with store.write_lock:
+            began = time.perf_counter()
+            self.bulk_seconds["adopt_wait"] = self.bulk_seconds.get("adopt_wait", 0.0) + began - waited
+            conn, attached, n = store.writer, [], 0
+            try:
+                for i, segment in enumerate(segments):  # attached outside the transaction
+                    conn.execute(f"ATTACH DATABASE ? AS seg{i}", (str(segment),))
+                    attached.append(f"seg{i}")
+                with store.transaction():
+                    last = last_seq(conn)  # rows above it are new: tantivy has nothing to replace
+                    versions = []
+                    for name in attached:
+                        versions.append(store.next_version(conn))
+                        n += adopt(conn, versions[-1], name)
+                first, version = versions[0], versions[-1]
+            finally:  # the transaction is over (committed or rolled back): each detaches
+                for name in attached:
+                    try:
+                        conn.execute(f"DETACH DATABASE {name}")
+                    except sqlite3.Error:
+                        log.exception("cold tier: could not detach segment %s", name)
+            self._spent("adopt", began)
+            if self._bulk:  # tantivy is fed beside the next adoption (SQLite releases the GIL)
+                self._feeding.append(self._feeder.submit(self._feed, first, version, last))
+                return n
+            where = "version BETWEEN ? AND ?"
+            lexical.apply(lexical_rows(store.reader(), where, first, version), [], version, new_above=last)
+            vectors.apply(*self._changes_vectors(store.reader(), first - 1)[:2], [])
+        return n
+
+    def _feed(self, first: int, version: int, last: int) -> None:
+        began = time.perf_counter()
+        store, lexical, _ = self._parts()
+        conn = store.reader()
+        lexical.add(lexical_rows(conn, "version BETWEEN ? AND ?", first, version), [], new_above=last)
+        if self._adopted is not None:
+            rows = conn.execute(
+                "SELECT seq, vector FROM chunks WHERE version BETWEEN ? AND ?", (first, version)
+            ).fetchall()
+            vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, self._dim)
+            self._adopted.append((np.asarray([r[0] for r in rows], dtype=np.int64), vecs))
+        self._spent("lexical", began)
+
+    def _drain_feeding(self) -> None:
+        """Wait for the adopted rows still being fed to tantivy (its writer takes one caller at
+        a time; under ``write_lock``, so no more are queued meanwhile)."""
+        feeding, self._feeding = self._feeding, []
+        for future in feeding:
+            future.result()
+
+    def _spent(self, stage: str, began: float) -> None:
+        self.bulk_seconds[stage] = self.bulk_seconds.get(stage, 0.0) + time.perf_counter() - began
+
+    def bulk_commit(self) -> None:
+        """Make what was adopted so far searchable by terms and durable in tantivy."""
+        store, lexical, _ = self._parts()
+        with store.write_lock:
+            self._drain_feeding()
+            began = time.perf_counter()
+            lexical.commit(store.version())
+            self._spent("lexical", began)
+
+    def bulk_end(self) -> None:
+        """Commit tantivy, bring FAISS up to date (a rebuild when the kind of index changes)."""
+        self.bulk_commit()
+        store, lexical, vectors = self._parts()
+        with store.write_lock:  # the bulk writer stays (its merges finish in the background)
+            self._bulk = False
+            store.writer.execute("PRAGMA cache_size=-2000")  # SQLite's default, 2 MiB
+            began = time.perf_counter()
+            adopted, self._adopted = self._adopted, None
+            if adopted and tombstones(store) == self._tombstones_before:  # nothing deleted since
+                seqs = np.concatenate([s for s, _ in adopted])
+                seqs, first = np.unique(seqs[::-1], return_index=True)  # a re-adopted seq: its last copy
+                vecs = np.concatenate([v for _, v in adopted])[::-1][first]
+                vectors.build(seqs, vecs, self._kmeans)
+                vectors.save(store.version())
+            else:
+                vectors.load()
+                self._catch_up(store, lexical, vectors)
+            self._spent("vectors", began)
