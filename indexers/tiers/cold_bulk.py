@@ -21,7 +21,7 @@ import numpy as np
 from indexers.records import Vector
 from indexers.tiers.cold_lexical import LexicalIndex
 from indexers.tiers.cold_segment import ADOPT_GROUP, ColdLookup, adopt
-from indexers.tiers.cold_store import Store, last_seq, lexical_rows, tombstones
+from indexers.tiers.cold_store import Store, last_seq, lexical_rows, tombstones, vector_rows
 from indexers.tiers.cold_vectors import KMeans, VectorIndex
 
 log = logging.getLogger(__name__)
@@ -30,8 +30,7 @@ BULK_CACHE_MIB = 512  # SQLite writer's page cache during bulk loads (cold_segme
 
 
 class BulkLoads:
-    """Bulk loads of a ``LocalCold`` (which provides ``_parts``, ``_catch_up`` and
-    ``_changes_vectors``)."""
+    """Bulk loads of a ``LocalCold`` (which provides ``_parts`` and ``_catch_up``)."""
 
     _path: Path
     _dim: int
@@ -49,9 +48,6 @@ class BulkLoads:
         raise NotImplementedError
 
     def _catch_up(self, store: Store, lexical: LexicalIndex, vectors: VectorIndex) -> None:
-        raise NotImplementedError
-
-    def _changes_vectors(self, conn: sqlite3.Connection, since: int) -> tuple[list[int], Vector, list[int]]:
         raise NotImplementedError
 
     def lookup(self) -> ColdLookup:
@@ -84,8 +80,8 @@ class BulkLoads:
             raise ValueError(f"at most {ADOPT_GROUP} segments a transaction, not {len(segments)}")
         waited = time.perf_counter()
         with store.write_lock:
+            self._spent("adopt_wait", waited)
             began = time.perf_counter()
-            self.bulk_seconds["adopt_wait"] = self.bulk_seconds.get("adopt_wait", 0.0) + began - waited
             conn, attached, n = store.writer, [], 0
             try:
                 for i, segment in enumerate(segments):  # attached outside the transaction
@@ -108,9 +104,10 @@ class BulkLoads:
             if self._bulk:  # tantivy is fed beside the next adoption (SQLite releases the GIL)
                 self._feeding.append(self._feeder.submit(self._feed, first, version, last))
                 return n
-            where = "version BETWEEN ? AND ?"
-            lexical.apply(lexical_rows(store.reader(), where, first, version), [], version, new_above=last)
-            vectors.apply(*self._changes_vectors(store.reader(), first - 1)[:2], [])
+            reader, where = store.reader(), "version BETWEEN ? AND ?"
+            lexical.apply(lexical_rows(reader, where, first, version), [], version, new_above=last)
+            seqs, vecs = vector_rows(reader, self._dim, where, first, version)
+            vectors.apply(seqs.tolist(), vecs, [])
         return n
 
     def _feed(self, first: int, version: int, last: int) -> None:
@@ -119,11 +116,7 @@ class BulkLoads:
         conn = store.reader()
         lexical.add(lexical_rows(conn, "version BETWEEN ? AND ?", first, version), [], new_above=last)
         if self._adopted is not None:
-            rows = conn.execute(
-                "SELECT seq, vector FROM chunks WHERE version BETWEEN ? AND ?", (first, version)
-            ).fetchall()
-            vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, self._dim)
-            self._adopted.append((np.asarray([r[0] for r in rows], dtype=np.int64), vecs))
+            self._adopted.append(vector_rows(conn, self._dim, "version BETWEEN ? AND ?", first, version))
         self._spent("lexical", began)
 
     def _drain_feeding(self) -> None:

@@ -11,6 +11,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from indexers.records import Vector
 from indexers.sqlite import connect
 from indexers.tiers.query import Filters, Range
 
@@ -142,6 +145,15 @@ def lexical_rows(conn: sqlite3.Connection, where: str, *args: int) -> list[tuple
         args,
     ).fetchall()
     return [(*r[:5], json.loads(r[5])) for r in rows]
+
+
+def vector_rows(
+    conn: sqlite3.Connection, dim: int, where: str = "true", *args: int
+) -> tuple[np.ndarray[Any, Any], Vector]:
+    """The seqs (int64) and vectors (float32, a row each) of the rows ``where`` selects, by seq."""
+    rows = conn.execute(f"SELECT seq, vector FROM chunks WHERE {where} ORDER BY seq", args).fetchall()
+    seqs = np.asarray([r[0] for r in rows], dtype=np.int64)
+    return seqs, np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, dim)
 
 
 def last_seq(conn: sqlite3.Connection) -> int:

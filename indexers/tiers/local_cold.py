@@ -33,7 +33,7 @@ from indexers.tiers.base import DatedDocument, LegResults
 from indexers.tiers.cold_bulk import BulkLoads
 from indexers.tiers.cold_lexical import LexicalIndex
 from indexers.tiers.cold_segment import COLUMNS, ON_CONFLICT, row_of
-from indexers.tiers.cold_store import ROW_COLUMNS, Store, filter_sql, lexical_rows
+from indexers.tiers.cold_store import ROW_COLUMNS, Store, filter_sql, lexical_rows, vector_rows
 from indexers.tiers.cold_vectors import VectorIndex
 from indexers.tiers.query import Filters, HitRef, LegHit, SearchQuery
 from indexers.tiers.threaded import ThreadedTier
@@ -85,7 +85,7 @@ class LocalCold(BulkLoads):
         if vectors.wants_rebuild(n):
             faiss_mark = -1
         if faiss_mark < 0 or (faiss_mark == 0 and n):
-            vectors.build(*self._all_vectors(conn))
+            vectors.build(*vector_rows(conn, self._dim))
         elif faiss_mark < version:
             vectors.apply(*self._changes_vectors(conn, faiss_mark))
         vectors.save(version)
@@ -98,17 +98,10 @@ class LocalCold(BulkLoads):
             lexical.apply(rows, deleted, version)
             log.info("cold tier: tantivy caught up %d changes, %d deletions", len(rows), len(deleted))
 
-    def _all_vectors(self, conn: sqlite3.Connection) -> tuple[np.ndarray[Any, Any], Vector]:
-        rows = conn.execute("SELECT seq, vector FROM chunks ORDER BY seq").fetchall()
-        seqs = np.asarray([r[0] for r in rows], dtype=np.int64)
-        vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, self._dim)
-        return seqs, vecs
-
     def _changes_vectors(self, conn: sqlite3.Connection, since: int) -> tuple[list[int], Vector, list[int]]:
-        rows = conn.execute("SELECT seq, vector FROM chunks WHERE version > ?", (since,)).fetchall()
-        vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, self._dim)
+        seqs, vecs = vector_rows(conn, self._dim, "version > ?", since)
         deleted = [r[0] for r in conn.execute("SELECT seq FROM tombstones WHERE version > ?", (since,))]
-        return [r[0] for r in rows], vecs, deleted
+        return seqs.tolist(), vecs, deleted
 
     # writes ---------------------------------------------------------------------------
 
@@ -266,7 +259,7 @@ class LocalCold(BulkLoads):
             n = int(conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
             rebuilt = vectors.wants_rebuild(n)
             if rebuilt:
-                vectors.build(*self._all_vectors(conn))
+                vectors.build(*vector_rows(conn, self._dim))
         self.flush()
         return rebuilt
 
