@@ -133,6 +133,8 @@ async def run(args: argparse.Namespace, corpus: Path, work: Path) -> dict[str, A
             num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False, runtime_env=RUNTIME_ENV
         )
         result["ray_start_s"] = round(time.perf_counter() - began, 2)
+        # what the embedding actors load: the transformer alone, or sentence-transformers
+        result["actor_model"] = "passes" if embedder.passes_loader() else "sentence-transformers"
         options = RayOptions(
             unit_mb=args.unit_mb,
             embed_units=args.embed_units,

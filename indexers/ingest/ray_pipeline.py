@@ -264,7 +264,8 @@ class RayPipeline:
         ds = ds.map_batches(
             EmbedActor,
             fn_constructor_kwargs={
-                "make_embedder": self._make_embedder,
+                # the model's passes alone where they start faster (``indexers.embed.passes``)
+                "make_embedder": self._embedder.passes_loader() or self._make_embedder,
                 "threads": threads,
                 "preload": preload and bool(gpus),  # a CPU actor prepares too: it loads on demand
             },

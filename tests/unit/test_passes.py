@@ -1,0 +1,71 @@
+"""The model's passes without sentence-transformers (what the Ray engine's actors load)."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from indexers.embed import passes
+from indexers.embed.embedder import SentenceTransformerEmbedder
+from indexers.embed.passes import TransformerPasses
+from indexers.records import Document
+
+
+def test_the_passes_give_the_models_own_vectors(
+    embedder: SentenceTransformerEmbedder, sample_docs: list[Document]
+) -> None:
+    load = embedder.passes_loader()
+    assert load is not None
+    light = pickle.loads(pickle.dumps(load))()  # as an actor receives it
+    assert isinstance(light, TransformerPasses)
+    assert light.dim == embedder.dim
+    # whole documents, short titles and all of them at once (past 256 tokens: truncated), in one call
+    texts = [d.text for d in sample_docs] + [d.title or d.id for d in sample_docs]
+    texts.append(" ".join(d.text for d in sample_docs))
+    ids = embedder.tokenizers().passages(texts)
+    assert max(len(i) for i in ids) == 256 and min(len(i) for i in ids) < 16
+    expected = embedder.embed_ids(ids)
+    got = light.embed_ids(ids)
+    assert got.dtype == np.float32 and got.shape == expected.shape
+    assert np.abs(got - expected).max() <= 1e-6
+    with pytest.raises(NotImplementedError):
+        light.tokenizers()  # ids come tokenized: it has no tokenizer to offer
+
+
+def test_the_passes_load_without_importing_sentence_transformers(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    load = embedder.passes_loader()
+    assert load is not None
+    code = (
+        "import pickle, sys; load = pickle.loads(sys.stdin.buffer.read()); p = load(); "
+        "print(p.dim, 'sentence_transformers' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], input=pickle.dumps(load), capture_output=True, check=True
+    )
+    assert out.stdout.decode().split() == ["384", "False"]
+
+
+def test_no_passes_for_a_pooling_they_do_not_reproduce(
+    embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pooling = embedder._model[1]
+    if isinstance(getattr(pooling, "pooling_mode", None), str):
+        monkeypatch.setattr(pooling, "pooling_mode", "max")
+    else:  # sentence-transformers before 6
+        monkeypatch.setattr(pooling, "get_pooling_mode_str", lambda: "max")
+    assert embedder.passes_loader() is None
+
+
+def test_no_passes_when_they_differ_from_the_model(
+    embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check on sample texts is what admits the passes: pooling that differs is caught."""
+    original = passes.pooled
+    monkeypatch.setattr(passes, "pooled", lambda t, m, p, n: original(t, m, "cls", n))
+    assert embedder.passes_loader() is None
