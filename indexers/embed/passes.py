@@ -7,8 +7,9 @@ pulls in scikit-learn and SciPy; torch itself 3.1–4.5 s, CUDA 0.4 s, the weigh
 every embedding actor paid it before its first batch: the GPU idle for that long. The passes
 here load the weights with transformers alone. They are offered (``passes_loader``) only for the
 layouts they reproduce (a Transformer, mean or CLS pooling, an optional Normalize) and only when,
-on sample texts, they give the loaded model's own vectors (the same weights, within 1e-6);
-any other model keeps loading through sentence-transformers.
+on sample texts, they give the loaded model's own vectors (the same weights: within 1e-6 in
+float32; in half precision within two steps of it, since sentence-transformers' versions pool
+half-precision tokens differently); any other model keeps loading through sentence-transformers.
 """
 
 from __future__ import annotations
@@ -56,10 +57,17 @@ def passes_loader(embedder: PassEmbedder, model: Any, name: str) -> Callable[[],
     recipe = _recipe(embedder, model)
     if recipe is None:
         return None
+    import torch
+
+    auto = model[0].auto_model
     rows = embedder.tokenizers().ids(list(_SAMPLES))
     expected = embedder._forward(rows)  # one padded batch, as the passes below
-    got = _pooled_numpy(model[0].auto_model, rows, recipe, str(embedder.device))  # type: ignore[attr-defined]
-    if got.shape != expected.shape or float(np.max(np.abs(got - expected))) > 1e-6:
+    got = _pooled_numpy(auto, rows, recipe, str(embedder.device))  # type: ignore[attr-defined]
+    dtype = next(auto.parameters()).dtype
+    # half precision: sentence-transformers versions pool fp16 tokens in different orders (6.0
+    # and 6.2 differ by one fp16 step, 1.2e-4); a wrong pooling differs by tenths
+    tolerance = 1e-6 if dtype == torch.float32 else 2 * torch.finfo(dtype).eps
+    if got.shape != expected.shape or float(np.max(np.abs(got - expected))) > tolerance:
         log.info("embedder %s: passes differ from the model's own; actors load sentence-transformers", name)
         return None
     return functools.partial(TransformerPasses, recipe)

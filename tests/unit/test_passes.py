@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
 from indexers.embed import passes
 from indexers.embed.embedder import SentenceTransformerEmbedder
@@ -69,3 +70,17 @@ def test_no_passes_when_they_differ_from_the_model(
     original = passes.pooled
     monkeypatch.setattr(passes, "pooled", lambda t, m, p, n: original(t, m, "cls", n))
     assert embedder.passes_loader() is None
+
+
+def test_half_precision_passes_stay_within_its_resolution(sample_docs: list[Document]) -> None:
+    """A half-precision model (as on a GPU; here on the CPU): the passes are admitted within two
+    fp16 steps of the model's vectors, and load in half precision too."""
+    half = SentenceTransformerEmbedder(device="cpu")
+    half._model.half()
+    load = half.passes_loader()
+    assert load is not None
+    light = load()
+    assert next(light._model.parameters()).dtype == torch.float16
+    ids = half.tokenizers().passages([d.text for d in sample_docs])
+    diff = np.abs(light.embed_ids(ids) - half.embed_ids(ids)).max()
+    assert diff <= 2 * torch.finfo(torch.float16).eps
