@@ -16,7 +16,9 @@ from __future__ import annotations
 import asyncio
 import pickle
 import time
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,8 @@ class Writer:
         self._segments: list[Path] = []  # received, adopted with the next ones (``_adopt``)
         self._unadopted: list[DocResult] = []  # results of rows whose segments may wait in there
         self._pending = _Pending()  # results whose chunks are in: acknowledged at the next commit
+        # commits under way (None: nothing for tantivy to commit) and the results they make durable
+        self._committing: deque[tuple[Future[None] | None, _Pending]] = deque()
         self._t0 = time.time()  # the run's start on the wall clock the workers' "<stage>_at" use
 
     async def write(self, batch: dict[str, Any]) -> None:
@@ -78,6 +82,7 @@ class Writer:
             await self._row(row)
         if self._pending.chunks >= self._commit_every:
             await self.commit()
+        await self._acknowledge(wait=False)
 
     async def _row(self, row: dict[str, Any]) -> None:
         report = self._report
@@ -206,20 +211,39 @@ class Writer:
             await self._tiers[tier].delete(tenant, sorted(ids))
 
     async def commit(self) -> None:
-        """tantivy commits what was adopted; those documents are now durable and searchable."""
+        """tantivy commits what was adopted so far, behind the rows it is being fed; the owner
+        goes on adopting meanwhile, and those documents are acknowledged once it has committed
+        (``_acknowledge``): durable and searchable."""
         await self._adopt()
-        if self._cold is not None:
-            began = time.perf_counter()
-            await asyncio.to_thread(self._cold.local.bulk_commit)
-            self._report.timed("commit", began)
         pending, self._pending = self._pending, _Pending()
-        if not pending.results:
-            return
-        self._report.add(pending.results, self._collect)
-        if self._on_batch is not None:
-            done = self._on_batch(pending.results, self._report)
-            if done is not None:
-                await done
+        future = self._cold.local.bulk_commit_later() if self._cold is not None else None
+        self._committing.append((future, pending))
+        await self._acknowledge(wait=False)
+
+    async def finish(self) -> None:
+        """Commit what is left and acknowledge everything committed (raises if a commit failed:
+        its documents and every later one stay unacknowledged)."""
+        await self.commit()
+        began = time.perf_counter()
+        await self._acknowledge(wait=True)
+        self._report.timed("commit", began)
+
+    async def _acknowledge(self, *, wait: bool) -> None:
+        """Report the documents of each commit done so far, in order (``wait``: all of them)."""
+        while self._committing:
+            future, pending = self._committing[0]
+            if future is not None and not (wait or future.done()):
+                return
+            if future is not None:
+                await asyncio.wrap_future(future)
+            self._committing.popleft()
+            if not pending.results:
+                continue
+            self._report.add(pending.results, self._collect)
+            if self._on_batch is not None:
+                done = self._on_batch(pending.results, self._report)
+                if done is not None:
+                    await done
 
 
 def _held_hash(

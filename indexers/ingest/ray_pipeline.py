@@ -173,7 +173,7 @@ class RayPipeline:
                     await writer.write(batch)
                     report.seconds = time.perf_counter() - started
         finally:
-            await writer.commit()
+            await writer.finish()
             if self._cold is not None:
                 await asyncio.to_thread(self._cold.local.bulk_end)
                 for stage, seconds in self._cold.local.bulk_seconds.items():

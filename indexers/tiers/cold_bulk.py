@@ -38,7 +38,8 @@ class BulkLoads:
     def __init__(self) -> None:
         self._bulk = False
         self._feeder = ThreadPoolExecutor(1, thread_name_prefix="cold-bulk-lexical")
-        self._feeding: list[Future[None]] = []
+        self._feeding: list[Future[None]] = []  # rows fed to tantivy and commits, in order
+        self._feed_failed: BaseException | None = None
         self._kmeans: KMeans | None = None
         self._adopted: list[tuple[np.ndarray[Any, Any], Vector]] | None = None
         self._tombstones_before = 0
@@ -56,7 +57,8 @@ class BulkLoads:
         return ColdLookup(self._path / "cold.sqlite")
 
     def bulk_begin(self, *, threads: int = 4, heap_mb: int = 512, kmeans: KMeans | None = None) -> None:
-        """Until ``bulk_end``: tantivy indexes with ``threads`` and commits on ``bulk_commit``,
+        """Until ``bulk_end``: tantivy indexes with ``threads`` and commits on ``bulk_commit`` (or
+        ``bulk_commit_later``),
         FAISS is brought up to date once at the end (searches meanwhile miss the new vectors;
         ``kmeans`` trains its lists, on a GPU say). Into an empty tier, the adopted vectors are
         kept in memory as they come, so the end builds FAISS without reading SQLite back. SQLite's
@@ -67,6 +69,7 @@ class BulkLoads:
             store.writer.execute(f"PRAGMA cache_size=-{BULK_CACHE_MIB * 1024}")
             lexical.reopen_writer(threads=threads, heap_mb=heap_mb)
             self._bulk = True
+            self._feed_failed = None
             self._kmeans = kmeans
             self._adopted = [] if vectors.index.ntotal == 0 else None
             self._tombstones_before = tombstones(store)
@@ -112,6 +115,13 @@ class BulkLoads:
         return n
 
     def _feed(self, first: int, version: int, last: int) -> None:
+        try:
+            self._feed_rows(first, version, last)
+        except BaseException as exc:
+            self._feed_failed = exc  # no commit queued after this one may advance the watermark
+            raise
+
+    def _feed_rows(self, first: int, version: int, last: int) -> None:
         began = time.perf_counter()
         store, lexical, _ = self._parts()
         conn = store.reader()
@@ -135,20 +145,41 @@ class BulkLoads:
 
     def bulk_commit(self) -> None:
         """Make what was adopted so far searchable by terms and durable in tantivy."""
-        store, lexical, _ = self._parts()
+        self.bulk_commit_later().result()
+
+    def bulk_commit_later(self) -> Future[None]:
+        """``bulk_commit`` queued behind the rows being fed to tantivy: the caller goes on
+        adopting meanwhile, and the future is done once everything adopted before this call is
+        searchable and durable in tantivy (it fails, committing nothing, if feeding failed)."""
+        store, _, _ = self._parts()
         with store.write_lock:
-            self._drain_feeding()
-            began = time.perf_counter()
-            lexical.commit(store.version())
-            self._spent("lexical", began)
+            future = self._feeder.submit(self._commit_fed, store.version())
+            self._feeding.append(future)
+        return future
+
+    def _commit_fed(self, version: int) -> None:
+        if self._feed_failed is not None:
+            raise RuntimeError("cold tier: feeding tantivy failed; not committed") from self._feed_failed
+        began = time.perf_counter()
+        self._parts()[1].commit(version)
+        self._spent("lexical", began)
 
     def bulk_end(self) -> None:
-        """Commit tantivy, bring FAISS up to date (a rebuild when the kind of index changes)."""
-        self.bulk_commit()
+        """Commit tantivy, bring FAISS up to date (a rebuild when the kind of index changes).
+        When feeding tantivy failed, what it took since its last commit is rolled back and both
+        indexes catch up from SQLite (which holds every adopted row); the failure is raised."""
+        failed: Exception | None = None
+        try:
+            self.bulk_commit()
+        except Exception as exc:
+            failed = exc
         store, lexical, vectors = self._parts()
         with store.write_lock:  # the bulk writer stays (its merges finish in the background)
             self._bulk = False
             store.writer.execute("PRAGMA cache_size=-2000")  # SQLite's default, 2 MiB
+            if failed is not None:
+                lexical.writer.rollback()
+                self._adopted = None  # below: the catch-up, from the watermarks
             began = time.perf_counter()
             adopted, self._adopted = self._adopted, None
             if adopted and tombstones(store) == self._tombstones_before:  # nothing deleted since
@@ -161,3 +192,5 @@ class BulkLoads:
                 vectors.load()
                 self._catch_up(store, lexical, vectors)
             self._spent("vectors", began)
+        if failed is not None:
+            raise failed

@@ -512,7 +512,7 @@ async def test_documents_whose_segment_was_not_adopted_are_never_acknowledged(tm
             row |= {"segment_rows": 1, "served_rows": 0, "arrived_at": 0.0, "model_at": 0.0}
             row |= {f"{stage}_{k}": 0.0 for stage in ("prepare", "embed", "build") for k in ("s", "at")}
             await writer.write({k: [v] for k, v in row.items()})
-    await writer.commit()  # what the pipeline's ``finally`` does
+    await writer.finish()  # what the pipeline's ``finally`` does
     assert calls == [ADOPT_GROUP, ADOPT_GROUP]
     first_group = [f"d{i}" for i in range(ADOPT_GROUP)]
     assert acknowledged == first_group
