@@ -43,6 +43,7 @@ class BulkLoads:
         self._kmeans: KMeans | None = None
         self._adopted: list[tuple[np.ndarray[Any, Any], Vector]] | None = None
         self._tombstones_before = 0
+        self._version_before = 0
         # busy time of bulk loads: adopt (SQLite), read (rows read back), lexical (tantivy), vectors
         self.bulk_seconds: dict[str, float] = {}
 
@@ -73,6 +74,7 @@ class BulkLoads:
             self._kmeans = kmeans
             self._adopted = [] if vectors.index.ntotal == 0 else None
             self._tombstones_before = tombstones(store)
+            self._version_before = store.version()
 
     def adopt(self, segments: Sequence[Path]) -> int:
         """Copy worker-built segments (at most ``ADOPT_GROUP``) into the tier in one transaction,
@@ -182,10 +184,14 @@ class BulkLoads:
                 self._adopted = None  # below: the catch-up, from the watermarks
             began = time.perf_counter()
             adopted, self._adopted = self._adopted, None
-            if adopted and tombstones(store) == self._tombstones_before:  # nothing deleted since
+            if failed is None and store.version() == self._version_before:
+                pass  # nothing written since the start (a re-run): FAISS is as it was
+            elif adopted and tombstones(store) == self._tombstones_before:  # nothing deleted since
                 seqs = np.concatenate([s for s, _ in adopted])
-                seqs, first = np.unique(seqs[::-1], return_index=True)  # a re-adopted seq: its last copy
-                vecs = np.concatenate([v for _, v in adopted])[::-1][first]
+                vecs = np.concatenate([v for _, v in adopted])
+                if len(seqs) > 1 and not bool(np.all(seqs[1:] > seqs[:-1])):  # a seq adopted twice
+                    seqs, first = np.unique(seqs[::-1], return_index=True)  # its last copy
+                    vecs = vecs[::-1][first]
                 vectors.build(seqs, vecs, self._kmeans)
                 vectors.save(store.version())
             else:

@@ -76,3 +76,19 @@ def test_a_commit_queued_after_a_failed_feed_commits_nothing(
     assert _searchable(cold, analyzer.terms("beta")[0]) == 1
     assert _searchable(cold, analyzer.terms("alpha")[0]) == 1
     cold.close()
+
+
+def test_a_bulk_load_that_wrote_nothing_leaves_faiss_as_it_was(tmp_path: Path) -> None:
+    """A re-run finds every document unchanged: the end neither reloads nor rebuilds FAISS."""
+    analyzer = Analyzer()
+    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
+    cold.ensure()
+    cold.bulk_begin(threads=1)
+    cold.adopt([_segment(tmp_path / "a.segment", ["alpha", "beta"], analyzer)])
+    cold.bulk_end()
+    index = cold._parts()[2].index
+    assert index.ntotal == 2
+    cold.bulk_begin(threads=1)
+    cold.bulk_end()
+    assert cold._parts()[2].index is index
+    cold.close()
