@@ -350,7 +350,15 @@ class SentenceTransformerEmbedder(PassEmbedder):
     def passes_loader(self) -> Callable[[], PassEmbedder] | None:
         from indexers.embed.passes import passes_loader
 
-        return passes_loader(self, self._model, self._name)
+        try:
+            return passes_loader(self, self._model, self._name)
+        except Exception:  # a sentence-transformers layout this version does not know
+            log.warning(
+                "embedder %s: no passes of its own; actors load sentence-transformers",
+                self._name,
+                exc_info=True,
+            )
+            return None
 
 
 def tensors(rows: Sequence[Sequence[int]], pad_id: int, device: str) -> dict[str, Any]:

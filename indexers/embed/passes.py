@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -136,9 +137,10 @@ class TransformerPasses(PassEmbedder):
         from transformers import AutoModel
         from transformers.utils import logging as transformers_logging
 
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder: nothing to download
         transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
         transformers_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
-        self.device = resolve_device("auto")
+        self.device = resolve_device("auto")  # the Ray actor's GPU when it was given one
         model = AutoModel.from_pretrained(recipe.path).to(getattr(torch, recipe.dtype))
         model.eval()
         self._model = model.to(self.device)

@@ -173,14 +173,16 @@ class RayPipeline:
                     await writer.write(batch)
                     report.seconds = time.perf_counter() - started
         finally:
-            await writer.finish()
-            if self._cold is not None:
-                await asyncio.to_thread(self._cold.local.bulk_end)
-                for stage, seconds in self._cold.local.bulk_seconds.items():
-                    report.stage_seconds[f"cold_{stage}"] = seconds
-                self._cold.local.bulk_seconds.clear()
-            for stray in [*segments.glob("*.segment*"), segments / "hot.lookup"]:
-                stray.unlink(missing_ok=True)
+            try:
+                await writer.finish()
+            finally:  # even when a commit failed: the tier leaves bulk mode and catches up
+                if self._cold is not None:
+                    await asyncio.to_thread(self._cold.local.bulk_end)
+                    for stage, seconds in self._cold.local.bulk_seconds.items():
+                        report.stage_seconds[f"cold_{stage}"] = seconds
+                    self._cold.local.bulk_seconds.clear()
+                for stray in [*segments.glob("*.segment*"), segments / "hot.lookup"]:
+                    stray.unlink(missing_ok=True)
         if writer.redo and not report.cancelled:
             await self._redo(writer.redo, writer.withheld, load, placement, report, on_batch, collect)
         report.seconds = time.perf_counter() - started

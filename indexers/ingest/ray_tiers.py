@@ -65,7 +65,11 @@ class _Opened:
         with self._lock:  # one call at a time on a loop (a Ray worker runs one task at a time)
             if server.key not in self._open:
                 runner = asyncio.Runner()
-                self._open[server.key] = (runner, runner.run(_opened(server.open)))
+                try:
+                    self._open[server.key] = (runner, runner.run(_opened(server.open)))
+                except BaseException:
+                    runner.close()
+                    raise
             runner, tier = self._open[server.key]
             return runner.run(work(tier))
 

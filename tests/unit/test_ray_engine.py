@@ -464,10 +464,8 @@ async def test_documents_whose_segment_was_not_adopted_are_never_acknowledged(tm
     fails (a full disk, say), the results of the rows in that group are dropped: what the run's
     last commit acknowledges (``RayPipeline.ingest`` commits in ``finally``) is exactly what the
     tier holds."""
-    import pickle
-
     from indexers.ingest.ray_owner import Writer
-    from indexers.ingest.results import DocResult, IngestReport
+    from indexers.ingest.results import IngestReport
     from indexers.tiers.cold_segment import ADOPT_GROUP
 
     analyzer = Analyzer()
@@ -495,23 +493,7 @@ async def test_documents_whose_segment_was_not_adopted_are_never_acknowledged(tm
     rows = 2 * ADOPT_GROUP
     with pytest.raises(OSError):
         for i in range(rows):
-            chunk = Chunk(f"d{i}#0", f"d{i}", 0, f"Clause {i} of the contract.", None, {})
-            segment = tmp_path / f"{i}.segment"
-            write_segment(segment, [EmbeddedChunk(chunk, np.full(4, 0.5, np.float32))], analyzer)
-            meta = {
-                "results": [DocResult(f"d{i}", "created", 1, "cold", tenant="default")],
-                "stale": [],
-                "check": [("default", f"d{i}", "cold", [(chunk.chunk_id, chunk.content_hash)])],
-                "unit": f"unit-{i}",
-            }
-            row: dict[str, Any] = {
-                "meta": pickle.dumps(meta),
-                "hot": pickle.dumps([]),
-                "segment": str(segment),
-            }
-            row |= {"segment_rows": 1, "served_rows": 0, "arrived_at": 0.0, "model_at": 0.0}
-            row |= {f"{stage}_{k}": 0.0 for stage in ("prepare", "embed", "build") for k in ("s", "at")}
-            await writer.write({k: [v] for k, v in row.items()})
+            await writer.write(_one_chunk_row(tmp_path, i, analyzer))
     await writer.finish()  # what the pipeline's ``finally`` does
     assert calls == [ADOPT_GROUP, ADOPT_GROUP]
     first_group = [f"d{i}" for i in range(ADOPT_GROUP)]
@@ -519,4 +501,68 @@ async def test_documents_whose_segment_was_not_adopted_are_never_acknowledged(tm
     assert sorted({c.doc_id for c in await tier.fetch("default", [f"d{i}" for i in range(rows)])}) == sorted(
         first_group
     )
+    await tier.close()
+
+
+def _one_chunk_row(folder: Path, i: int, analyzer: Analyzer) -> dict[str, list[Any]]:
+    """A batch of one row as the build stage hands it to the owner: document d<i>, one chunk
+    in a segment of its own."""
+    import pickle
+
+    from indexers.ingest.results import DocResult
+
+    chunk = Chunk(f"d{i}#0", f"d{i}", 0, f"Clause {i} of the contract.", None, {})
+    segment = folder / f"{i}.segment"
+    write_segment(segment, [EmbeddedChunk(chunk, np.full(4, 0.5, np.float32))], analyzer)
+    meta = {
+        "results": [DocResult(f"d{i}", "created", 1, "cold", tenant="default")],
+        "stale": [],
+        "check": [("default", f"d{i}", "cold", [(chunk.chunk_id, chunk.content_hash)])],
+        "unit": f"unit-{i}",
+    }
+    row: dict[str, Any] = {"meta": pickle.dumps(meta), "hot": pickle.dumps([]), "segment": str(segment)}
+    row |= {"segment_rows": 1, "served_rows": 0, "arrived_at": 0.0, "model_at": 0.0}
+    row |= {f"{stage}_{k}": 0.0 for stage in ("prepare", "embed", "build") for k in ("s", "at")}
+    return {k: [v] for k, v in row.items()}
+
+
+async def test_documents_of_a_failed_tantivy_commit_are_never_acknowledged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Commits run behind tantivy's feed while the owner goes on: when feeding fails, the commit
+    after it fails, and neither its documents nor any later ones are acknowledged."""
+    from indexers.ingest.ray_owner import Writer
+    from indexers.ingest.results import IngestReport
+
+    analyzer = Analyzer()
+    tier = LocalColdTier(tmp_path / "cold", dim=4, analyzer=analyzer)
+    await tier.ensure()
+    tier.local.bulk_begin(threads=1)
+    acknowledged: list[str] = []
+    writer = Writer(
+        {"cold": tier},
+        IngestReport(),
+        commit_chunks=1,  # a commit after every row
+        on_batch=lambda results, report: acknowledged.extend(r.id for r in results),
+        collect=False,
+        read_by_workers=["cold"],
+    )
+    await writer.write(_one_chunk_row(tmp_path, 0, analyzer))
+    lexical = tier.local._parts()[1]
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(lexical, "add", full_disk)
+    with pytest.raises(RuntimeError, match="not committed"):  # at the next write, or at the end
+        try:
+            for i in (1, 2):
+                await writer.write(_one_chunk_row(tmp_path, i, analyzer))
+        finally:
+            await writer.finish()  # what the pipeline's ``finally`` does
+    assert acknowledged == ["d0"]
+    monkeypatch.undo()  # the disk has room again
+    with pytest.raises(RuntimeError):
+        tier.local.bulk_end()  # leaves bulk mode; tantivy catches up from SQLite
+    assert tier.local.count(None) == 3 and lexical.index.searcher().num_docs == 3
     await tier.close()
