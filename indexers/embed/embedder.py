@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from indexers.embed.query_batcher import Observe, QueryBatcher
+from indexers.embed.rust_tokenizer import RustTokenizer
 from indexers.embed.wordpiece import WordIds
 from indexers.records import Vector
 from indexers.workers import Worker
@@ -134,8 +135,10 @@ def plain_ids(counter: Any, texts: Sequence[str]) -> list[list[int]]:
 
 
 def word_ids(counter: Any) -> WordIds | None:
-    """The memo by word for a BERT WordPiece counter (``indexers.embed.wordpiece``), or None."""
-    return WordIds.of(counter, functools.partial(plain_ids, counter))
+    """The memo by word for a BERT WordPiece counter (``indexers.embed.wordpiece``), or None.
+    It asks a copy of the counter's Rust tokenizer for unseen words (it travels to Ray workers
+    pickled, and unpickles without transformers)."""
+    return WordIds.of(counter, functools.partial(plain_ids, RustTokenizer.of(counter)))
 
 
 def packaged_model_path() -> Path:
@@ -196,6 +199,12 @@ class Tokenizers:
     max_len: int
     passage_prefix: str = ""
     words: WordIds | None = None  # BERT WordPiece: ids memoised by word, the same ids
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled over the Rust tokenizers alone: a Ray worker unpickles it without importing
+        transformers (``indexers.embed.rust_tokenizer``)."""
+        light = RustTokenizer.of(self.tokenizer), RustTokenizer.of(self.counter)
+        return (Tokenizers, (*light, self.max_len, self.passage_prefix, self.words))
 
     def passages(self, texts: Sequence[str]) -> list[list[int]]:
         """What ``embed`` feeds the model for these passages."""

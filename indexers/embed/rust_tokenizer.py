@@ -1,0 +1,73 @@
+"""A transformers fast tokenizer as ``Tokenizers`` uses it, over its Rust tokenizer alone.
+
+The Ray engine's prepare workers receive an embedder's ``Tokenizers`` pickled; pickling the
+transformers wrappers made every worker import transformers to unpickle them (0.6 s here, and
+1.5 s or more on the GPU machine while fifteen workers start at once), before its first unit.
+``RustTokenizer`` keeps what ``Tokenizers`` reads — the ``tokenizers.Tokenizer`` (its own pickle:
+its JSON), the special token ids, the truncation side — and encodes as the wrapper's ``__call__``
+does for single texts: no padding, longest-first truncation to ``max_length`` on that side,
+special tokens added (tests/unit/test_rust_tokenizer.py compares the ids with the wrapper's).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+
+class RustTokenizer:
+    """The parts of a ``PreTrainedTokenizerFast`` that ``Tokenizers`` and ``WordIds`` use."""
+
+    def __init__(
+        self, backend: Any, cls_token_id: int | None, sep_token_id: int | None, truncation_side: str
+    ) -> None:
+        self.backend_tokenizer = backend
+        self.cls_token_id = cls_token_id
+        self.sep_token_id = sep_token_id
+        self.truncation_side = truncation_side
+        self._truncating: dict[int, Any] = {}  # max_length → a copy that truncates to it
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, tokenizer: Any) -> Any:
+        """``tokenizer`` as a ``RustTokenizer`` when it is a transformers fast tokenizer, else as is."""
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        if backend is None or isinstance(tokenizer, RustTokenizer):
+            return tokenizer
+        from tokenizers import Tokenizer
+
+        return cls(
+            Tokenizer.from_str(backend.to_str()),  # a copy: no one else changes its settings
+            tokenizer.cls_token_id,
+            tokenizer.sep_token_id,
+            str(tokenizer.truncation_side),
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            RustTokenizer,
+            (self.backend_tokenizer, self.cls_token_id, self.sep_token_id, self.truncation_side),
+        )
+
+    def __call__(
+        self, texts: Sequence[str], *, truncation: bool = True, max_length: int | None = None
+    ) -> dict[str, list[list[int]]]:
+        """``{"input_ids": …}`` as the wrapper gives them (single texts, no padding)."""
+        if not truncation or max_length is None:
+            raise ValueError("RustTokenizer encodes truncated to a max_length only")
+        encodings = self._truncated(max_length).encode_batch(list(texts), add_special_tokens=True)
+        return {"input_ids": [e.ids for e in encodings]}
+
+    def _truncated(self, max_length: int) -> Any:
+        with self._lock:  # a Rust tokenizer's settings must not change while another thread encodes
+            if max_length not in self._truncating:
+                from tokenizers import Tokenizer
+
+                copy = Tokenizer.from_str(self.backend_tokenizer.to_str())
+                copy.no_padding()
+                copy.enable_truncation(
+                    max_length, stride=0, strategy="longest_first", direction=self.truncation_side
+                )
+                self._truncating[max_length] = copy
+            return self._truncating[max_length]
