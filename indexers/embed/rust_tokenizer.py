@@ -31,18 +31,18 @@ class RustTokenizer:
 
     @classmethod
     def of(cls, tokenizer: Any) -> Any:
-        """``tokenizer`` as a ``RustTokenizer`` when it is a transformers fast tokenizer, else as is."""
+        """``tokenizer`` as a ``RustTokenizer`` when it is a transformers fast tokenizer whose Rust
+        tokenizer serialises, else as is."""
         backend = getattr(tokenizer, "backend_tokenizer", None)
         if backend is None or isinstance(tokenizer, RustTokenizer):
             return tokenizer
         from tokenizers import Tokenizer
 
-        return cls(
-            Tokenizer.from_str(backend.to_str()),  # a copy: no one else changes its settings
-            tokenizer.cls_token_id,
-            tokenizer.sep_token_id,
-            str(tokenizer.truncation_side),
-        )
+        try:
+            copy = Tokenizer.from_str(backend.to_str())  # a copy: no one else changes its settings
+        except Exception:  # a component with no JSON form (a custom Python one): keep the wrapper
+            return tokenizer
+        return cls(copy, tokenizer.cls_token_id, tokenizer.sep_token_id, str(tokenizer.truncation_side))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (

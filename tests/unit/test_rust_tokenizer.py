@@ -66,3 +66,15 @@ def test_another_kind_of_tokenizer_truncates_as_its_wrapper_does(side: str) -> N
     expected = wrapper(sample, truncation=True, max_length=48)["input_ids"]
     assert any(len(e) == 48 for e in expected) and any(len(e) < 48 for e in expected)
     assert light(sample, truncation=True, max_length=48)["input_ids"] == expected
+
+
+def test_a_tokenizer_without_a_json_form_stays_as_it_is() -> None:
+    class Custom:  # a Rust tokenizer with a custom (Python) component cannot be serialised
+        def to_str(self) -> str:
+            raise Exception("Custom PreTokenizer cannot be serialized")
+
+    class Wrapper:
+        backend_tokenizer = Custom()
+
+    wrapper = Wrapper()
+    assert RustTokenizer.of(wrapper) is wrapper
