@@ -58,13 +58,12 @@ class BulkLoads:
         return ColdLookup(self._path / "cold.sqlite")
 
     def bulk_begin(self, *, threads: int = 4, heap_mb: int = 512, kmeans: KMeans | None = None) -> None:
-        """Until ``bulk_end``: tantivy indexes with ``threads`` and commits on ``bulk_commit`` (or
-        ``bulk_commit_later``),
-        FAISS is brought up to date once at the end (searches meanwhile miss the new vectors;
-        ``kmeans`` trains its lists, on a GPU say). Into an empty tier, the adopted vectors are
-        kept in memory as they come, so the end builds FAISS without reading SQLite back. SQLite's
-        writer keeps up to ``BULK_CACHE_MIB`` of pages meanwhile (the indexes' pages, which every
-        adoption rewrites, stay in memory)."""
+        """Until ``bulk_end``: tantivy indexes with ``threads`` and commits on ``bulk_commit`` or
+        ``bulk_commit_later``, FAISS is brought up to date once at the end (searches meanwhile
+        miss the new vectors; ``kmeans`` trains its lists, on a GPU say). Into an empty tier, the
+        adopted vectors are kept in memory as they come, so the end builds FAISS without reading
+        SQLite back. SQLite's writer keeps up to ``BULK_CACHE_MIB`` of pages meanwhile (the
+        indexes' pages, which every adoption rewrites, stay in memory)."""
         store, lexical, vectors = self._parts()
         with store.write_lock:
             store.writer.execute(f"PRAGMA cache_size=-{BULK_CACHE_MIB * 1024}")
@@ -175,6 +174,7 @@ class BulkLoads:
             self.bulk_commit()
         except Exception as exc:
             failed = exc
+        self._feeding = []  # all done (the commit ran after them): reported here, not by later writes
         store, lexical, vectors = self._parts()
         with store.write_lock:  # the bulk writer stays (its merges finish in the background)
             self._bulk = False

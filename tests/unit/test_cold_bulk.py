@@ -75,6 +75,9 @@ def test_a_commit_queued_after_a_failed_feed_commits_nothing(
     assert lexical.watermark() > mark  # ...after tantivy caught up from SQLite
     assert _searchable(cold, analyzer.terms("beta")[0]) == 1
     assert _searchable(cold, analyzer.terms("alpha")[0]) == 1
+    chunk = Chunk("gamma#0", "gamma", 0, "Clause about gamma in the contract.", None, {})
+    cold.upsert([EmbeddedChunk(chunk, np.ones(4, np.float32) / 2)])  # the failure was reported once
+    assert _searchable(cold, analyzer.terms("gamma")[0]) == 1
     cold.close()
 
 
