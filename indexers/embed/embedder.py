@@ -315,6 +315,7 @@ class SentenceTransformerEmbedder(PassEmbedder):
         max_batch_tokens: int = 16_384,
     ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        self.configured_device = device  # "auto" resolves where the model runs (a Ray actor too)
         self.device = resolve_device(device)
         # On a GPU host the tokenizer is the bottleneck: let it use every core (its Rust threads
         # run without the GIL). On a small CPU box the model needs the cores.

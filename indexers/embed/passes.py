@@ -7,9 +7,10 @@ pulls in scikit-learn and SciPy; torch itself 3.1–4.5 s, CUDA 0.4 s, the weigh
 every embedding actor paid it before its first batch: the GPU idle for that long. The passes
 here load the weights with transformers alone. They are offered (``passes_loader``) only for the
 layouts they reproduce (a Transformer, mean or CLS pooling, an optional Normalize) and only when,
-on sample texts, they give the loaded model's own vectors (the same weights: within 1e-6 in
-float32; in half precision within two steps of it, since sentence-transformers' versions pool
-half-precision tokens differently); any other model keeps loading through sentence-transformers.
+loaded as an actor will load them, they give the loaded model's own vectors on sample texts
+(within 1e-6 in float32; in half precision within two steps of it, since sentence-transformers'
+versions pool half-precision tokens differently); any other model keeps loading through
+sentence-transformers.
 """
 
 from __future__ import annotations
@@ -50,23 +51,27 @@ class Recipe:
     dtype: str  # the weights' dtype as loaded on a CPU ("float32"); halved on a GPU
     max_batch: int
     max_batch_tokens: int
+    device: str = "auto"  # as the embedder was configured ("auto": a GPU where there is one)
 
 
 def passes_loader(embedder: PassEmbedder, model: Any, name: str) -> Callable[[], PassEmbedder] | None:
     """``embedder``'s passes loaded without sentence-transformers (``model``: its loaded
-    ``SentenceTransformer``), or None when this module cannot reproduce them."""
+    ``SentenceTransformer``), or None when this module cannot reproduce them. The check loads
+    the passes as an actor will (the folder, transformers' defaults: what sentence-transformers
+    loaded with other arguments, a subfolder or another class fails it) and compares their
+    vectors with the model's own on sample texts."""
     recipe = _recipe(embedder, model)
     if recipe is None:
         return None
     import torch
 
-    auto = model[0].auto_model
     rows = embedder.tokenizers().ids(list(_SAMPLES))
-    expected = embedder._forward(rows)  # one padded batch, as the passes below
-    got = _pooled_numpy(auto, rows, recipe, str(embedder.device))  # type: ignore[attr-defined]
-    dtype = next(auto.parameters()).dtype
+    expected = embedder._forward(rows)  # one padded batch, as the passes' below
+    device = str(embedder.device)  # type: ignore[attr-defined]
+    got = TransformerPasses(recipe, device=device)._forward(rows)
+    dtype = next(model[0].auto_model.parameters()).dtype
     # half precision: sentence-transformers versions pool fp16 tokens in different orders (6.0
-    # and 6.2 differ by one fp16 step, 1.2e-4); a wrong pooling differs by tenths
+    # and 6.2 differ by one fp16 step, 1.2e-4); a wrong pooling or model differs by tenths
     tolerance = 1e-6 if dtype == torch.float32 else 2 * torch.finfo(dtype).eps
     if got.shape != expected.shape or float(np.max(np.abs(got - expected))) > tolerance:
         log.info("embedder %s: passes differ from the model's own; actors load sentence-transformers", name)
@@ -99,6 +104,7 @@ def _recipe(embedder: PassEmbedder, model: Any) -> Recipe | None:
         dtype=dtype,
         max_batch=embedder._max_batch,
         max_batch_tokens=embedder._max_batch_tokens,
+        device=str(getattr(embedder, "configured_device", "auto")),
     )
 
 
@@ -118,29 +124,21 @@ def pooled(tokens: Any, mask: Any, pooling: Pooling, normalize: bool) -> Any:
     return torch.nn.functional.normalize(out, p=2, dim=-1) if normalize else out
 
 
-def _pooled_numpy(auto: Any, rows: Sequence[Sequence[int]], recipe: Recipe, device: str) -> Vector:
-    import torch
-
-    with torch.inference_mode():
-        x = tensors(rows, recipe.pad_id, device)
-        tokens = auto(**x).last_hidden_state
-        vectors = pooled(tokens, x["attention_mask"], recipe.pooling, recipe.normalize)
-    return np.asarray(vectors.float().cpu().numpy())
-
-
 class TransformerPasses(PassEmbedder):
     """Token ids → vectors with the transformer alone (``Recipe``); fp16 on a GPU. It has no
     tokenizer: whoever sends the ids tokenized them (``Tokenizers``)."""
 
-    def __init__(self, recipe: Recipe) -> None:
+    def __init__(self, recipe: Recipe, device: str | None = None) -> None:
+        """``device``: where to run (the check's); by default the recipe's, resolved here (an
+        actor's GPU when it was given one)."""
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers reads it: no downloads
         import torch
         from transformers import AutoModel
         from transformers.utils import logging as transformers_logging
 
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder: nothing to download
         transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
         transformers_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
-        self.device = resolve_device("auto")  # the Ray actor's GPU when it was given one
+        self.device = device or resolve_device(recipe.device)
         model = AutoModel.from_pretrained(recipe.path).to(getattr(torch, recipe.dtype))
         model.eval()
         self._model = model.to(self.device)

@@ -36,18 +36,17 @@ class RustTokenizer:
         backend = getattr(tokenizer, "backend_tokenizer", None)
         if backend is None or isinstance(tokenizer, RustTokenizer):
             return tokenizer
-        from tokenizers import Tokenizer
-
         try:
-            copy = Tokenizer.from_str(backend.to_str())  # a copy: no one else changes its settings
+            copy = _copy(backend)  # a copy: no one else changes its settings
         except Exception:  # a component with no JSON form (a custom Python one): keep the wrapper
             return tokenizer
         return cls(copy, tokenizer.cls_token_id, tokenizer.sep_token_id, str(tokenizer.truncation_side))
 
     def __reduce__(self) -> tuple[Any, ...]:
+        split = bool(getattr(self.backend_tokenizer, "encode_special_tokens", False))
         return (
-            RustTokenizer,
-            (self.backend_tokenizer, self.cls_token_id, self.sep_token_id, self.truncation_side),
+            _unpickled,
+            (self.backend_tokenizer, self.cls_token_id, self.sep_token_id, self.truncation_side, split),
         )
 
     def __call__(
@@ -62,12 +61,29 @@ class RustTokenizer:
     def _truncated(self, max_length: int) -> Any:
         with self._lock:  # a Rust tokenizer's settings must not change while another thread encodes
             if max_length not in self._truncating:
-                from tokenizers import Tokenizer
-
-                copy = Tokenizer.from_str(self.backend_tokenizer.to_str())
+                copy = _copy(self.backend_tokenizer)
                 copy.no_padding()
                 copy.enable_truncation(
                     max_length, stride=0, strategy="longest_first", direction=self.truncation_side
                 )
                 self._truncating[max_length] = copy
             return self._truncating[max_length]
+
+
+def _copy(backend: Any) -> Any:
+    """A copy of a Rust tokenizer, with the one setting its JSON leaves out: whether special
+    tokens in the text are split as words (``split_special_tokens``) instead of matched."""
+    from tokenizers import Tokenizer
+
+    copy = Tokenizer.from_str(backend.to_str())
+    if hasattr(backend, "encode_special_tokens"):
+        copy.encode_special_tokens = backend.encode_special_tokens
+    return copy
+
+
+def _unpickled(
+    backend: Any, cls_token_id: int | None, sep_token_id: int | None, truncation_side: str, split: bool
+) -> RustTokenizer:
+    if split:  # the tokenizer's pickle is its JSON, which leaves this out
+        backend.encode_special_tokens = True
+    return RustTokenizer(backend, cls_token_id, sep_token_id, truncation_side)

@@ -136,10 +136,14 @@ class BulkLoads:
 
     def _drain_feeding(self) -> None:
         """Wait for the adopted rows still being fed to tantivy (its writer takes one caller at
-        a time; under ``write_lock``, so no more are queued meanwhile)."""
+        a time; under ``write_lock``, so no more are queued meanwhile). After a failed feed, the
+        other writes wait for ``bulk_end`` to repair tantivy: one of them committing now would
+        move tantivy's watermark past rows it never took."""
         feeding, self._feeding = self._feeding, []
         for future in feeding:
             future.result()
+        if self._feed_failed is not None:
+            raise RuntimeError("cold tier: feeding tantivy failed; writes wait for the bulk load's end")
 
     def _spent(self, stage: str, began: float) -> None:
         self.bulk_seconds[stage] = self.bulk_seconds.get(stage, 0.0) + time.perf_counter() - began
@@ -198,5 +202,6 @@ class BulkLoads:
                 vectors.load()
                 self._catch_up(store, lexical, vectors)
             self._spent("vectors", began)
+            self._feed_failed = None  # tantivy caught up: other writes may go on
         if failed is not None:
             raise failed

@@ -108,6 +108,7 @@ class LocalCold(BulkLoads):
     def upsert(self, items: Sequence[EmbeddedChunk]) -> None:
         store, lexical, vectors = self._parts()
         with store.write_lock:
+            self._drain_feeding()  # before writing: after a failed bulk feed, nothing is written
             rows, seqs = [], []
             store.tenants.update(i.chunk.tenant for i in items)
             with store.transaction() as conn:
@@ -116,7 +117,6 @@ class LocalCold(BulkLoads):
                     row = self._write_row(conn, item, version)
                     rows.append(row)
                     seqs.append(row[0])
-            self._drain_feeding()
             lexical.apply(rows, [], version)
             vectors.apply(seqs, np.stack([i.vector for i in items]).astype(np.float32), [])
 
@@ -137,6 +137,7 @@ class LocalCold(BulkLoads):
     def delete(self, tenant: str, chunk_ids: Sequence[str]) -> None:
         store, lexical, vectors = self._parts()
         with store.write_lock:
+            self._drain_feeding()  # a bulk load's feeder may be using tantivy's writer (and failed)
             with store.transaction() as conn:
                 version = store.next_version(conn)
                 marks = ",".join("?" * len(chunk_ids))
@@ -153,7 +154,6 @@ class LocalCold(BulkLoads):
                     [(s, version) for s in seqs],
                 )
             if seqs:
-                self._drain_feeding()  # a bulk load's feeder thread may be using tantivy's writer
                 lexical.apply([], seqs, version)
                 vectors.apply([], np.zeros((0, self._dim), dtype=np.float32), seqs)
 

@@ -95,3 +95,38 @@ def test_a_bulk_load_that_wrote_nothing_leaves_faiss_as_it_was(tmp_path: Path) -
     cold.bulk_end()
     assert cold._parts()[2].index is index
     cold.close()
+
+
+def test_after_a_failed_feed_other_writes_wait_for_the_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An upsert committing tantivy after a failed feed would move its watermark past the rows
+    it never took (lost from search for good): writes are refused, before anything is written,
+    until ``bulk_end`` repaired it."""
+    analyzer = Analyzer()
+    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
+    cold.ensure()
+    cold.bulk_begin(threads=1)
+    lexical = cold._parts()[1]
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(lexical, "add", full_disk)
+    cold.adopt([_segment(tmp_path / "b.segment", ["beta"], analyzer)])
+    cold.bulk_commit_later().exception()  # the feed has run (and failed)
+    monkeypatch.undo()
+    chunk = Chunk("gamma#0", "gamma", 0, "Clause about gamma in the contract.", None, {})
+    item = EmbeddedChunk(chunk, np.ones(4, np.float32) / 2)
+    for _ in range(2):  # the failure first, then the refusal
+        with pytest.raises((OSError, RuntimeError)):
+            cold.upsert([item])
+    with pytest.raises(RuntimeError):
+        cold.delete("default", ["beta#0"])
+    with pytest.raises(RuntimeError, match="not committed"):
+        cold.bulk_end()
+    assert _searchable(cold, analyzer.terms("beta")[0]) == 1  # the refused delete wrote nothing
+    assert _searchable(cold, analyzer.terms("gamma")[0]) == 0  # nor the refused upserts
+    cold.upsert([item])
+    assert _searchable(cold, analyzer.terms("gamma")[0]) == 1
+    cold.close()

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import pickle
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from indexers.embed import passes
-from indexers.embed.embedder import SentenceTransformerEmbedder
+from indexers.embed.embedder import SentenceTransformerEmbedder, packaged_model_path
 from indexers.embed.passes import TransformerPasses
 from indexers.records import Document
 
@@ -21,6 +24,7 @@ def test_the_passes_give_the_models_own_vectors(
 ) -> None:
     load = embedder.passes_loader()
     assert load is not None
+    assert load.args[0].device == "cpu"  # as configured: the actors resolve it where they run
     light = pickle.loads(pickle.dumps(load))()  # as an actor receives it
     assert isinstance(light, TransformerPasses)
     assert light.dim == embedder.dim
@@ -84,3 +88,44 @@ def test_half_precision_passes_stay_within_its_resolution(sample_docs: list[Docu
     ids = half.tokenizers().passages([d.text for d in sample_docs])
     diff = np.abs(light.embed_ids(ids) - half.embed_ids(ids)).max()
     assert diff <= 2 * torch.finfo(torch.float16).eps
+
+
+def _model_copy(tmp_path: Path) -> Path:
+    folder = tmp_path / "model"
+    shutil.copytree(packaged_model_path(), folder)
+    return folder
+
+
+def test_no_passes_when_the_model_was_loaded_with_other_arguments(tmp_path: Path) -> None:
+    """sentence-transformers applies the config arguments its files name (here: four of the six
+    layers); the passes load the folder with transformers' defaults, so the check refuses them."""
+    folder = _model_copy(tmp_path)
+    config = json.loads((folder / "sentence_bert_config.json").read_text())
+    config["config_args"] = {"num_hidden_layers": 4}
+    (folder / "sentence_bert_config.json").write_text(json.dumps(config))
+    model = SentenceTransformerEmbedder(str(folder), device="cpu")
+    assert model._model[0].auto_model.config.num_hidden_layers == 4
+    assert model.passes_loader() is None
+
+
+def test_no_passes_when_the_transformer_sits_in_a_subfolder(tmp_path: Path) -> None:
+    """An older layout: the transformer's files in 0_Transformer/, not in the model's folder."""
+    folder = _model_copy(tmp_path)
+    sub = folder / "0_Transformer"
+    sub.mkdir()
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.txt",
+        "special_tokens_map.json",
+        "sentence_bert_config.json",
+    ):
+        if (folder / name).exists():
+            (folder / name).rename(sub / name)
+    modules = json.loads((folder / "modules.json").read_text())
+    modules[0]["path"] = "0_Transformer"
+    (folder / "modules.json").write_text(json.dumps(modules))
+    model = SentenceTransformerEmbedder(str(folder), device="cpu")
+    assert model.passes_loader() is None

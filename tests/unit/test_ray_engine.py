@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import sqlite3
@@ -548,6 +549,7 @@ async def test_documents_of_a_failed_tantivy_commit_are_never_acknowledged(
         read_by_workers=["cold"],
     )
     await writer.write(_one_chunk_row(tmp_path, 0, analyzer))
+    await asyncio.to_thread(tier.local.bulk_commit)  # row 0 fed and committed before the disk fills
     lexical = tier.local._parts()[1]
 
     def full_disk(*args: object, **kwargs: object) -> None:
@@ -564,5 +566,6 @@ async def test_documents_of_a_failed_tantivy_commit_are_never_acknowledged(
     monkeypatch.undo()  # the disk has room again
     with pytest.raises(RuntimeError):
         tier.local.bulk_end()  # leaves bulk mode; tantivy catches up from SQLite
-    assert tier.local.count(None) == 3 and lexical.index.searcher().num_docs == 3
+    held = tier.local.count(None)  # row 2 is written or not: the failure shows at its write or after
+    assert held in (2, 3) and lexical.index.searcher().num_docs == held  # tantivy caught up with SQLite
     await tier.close()

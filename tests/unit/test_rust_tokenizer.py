@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import pickle
 import subprocess
 import sys
@@ -78,3 +79,23 @@ def test_a_tokenizer_without_a_json_form_stays_as_it_is() -> None:
 
     wrapper = Wrapper()
     assert RustTokenizer.of(wrapper) is wrapper
+
+
+def test_special_tokens_split_as_words_stay_split() -> None:
+    """``split_special_tokens``: "[SEP]" in a text is read as words, not as the token; the Rust
+    tokenizer's JSON (and so its pickle) leaves that setting out."""
+    from transformers import AutoTokenizer
+
+    from indexers.embed.embedder import packaged_model_path, plain_ids, untruncated
+
+    wrapper = AutoTokenizer.from_pretrained(str(packaged_model_path()), split_special_tokens=True)
+    light = pickle.loads(pickle.dumps(RustTokenizer.of(wrapper)))
+    texts = ["a [SEP] b", "[CLS] and [MASK]ed", "plain text"]
+    expected = wrapper(texts, truncation=True, max_length=16)["input_ids"]
+    assert expected[0] != wrapper(["a"], truncation=True, max_length=16)["input_ids"][0]
+    assert wrapper.sep_token_id not in expected[0][1:-1]  # split: no [SEP] inside the text
+    assert light(texts, truncation=True, max_length=16)["input_ids"] == expected
+    counter = untruncated(copy.deepcopy(wrapper))  # as the embedders count
+    assert plain_ids(pickle.loads(pickle.dumps(RustTokenizer.of(counter))), texts) == plain_ids(
+        counter, texts
+    )
