@@ -133,8 +133,6 @@ async def run(args: argparse.Namespace, corpus: Path, work: Path) -> dict[str, A
             num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False, runtime_env=RUNTIME_ENV
         )
         result["ray_start_s"] = round(time.perf_counter() - began, 2)
-        # what the embedding actors load: the transformer alone, or sentence-transformers
-        result["actor_model"] = "passes" if embedder.passes_loader() else "sentence-transformers"
         options = RayOptions(
             unit_mb=args.unit_mb,
             embed_units=args.embed_units,
@@ -149,6 +147,9 @@ async def run(args: argparse.Namespace, corpus: Path, work: Path) -> dict[str, A
             tiers=tiers,
             options=options,
         )
+        # what the embedding actors load, the transformer alone or sentence-transformers (checked
+        # once, here: outside the timed runs, as Ray's start is)
+        result["actor_model"] = "passes" if ray_pipe.actors_load_passes else "sentence-transformers"
 
         async def once() -> IngestReport:
             return await ray_pipe.ingest([corpus], placement=args.tier)

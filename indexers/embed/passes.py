@@ -90,9 +90,9 @@ def _recipe(embedder: PassEmbedder, model: Any) -> Recipe | None:
     auto = getattr(modules[0], "auto_model", None)
     if mode not in ("mean", "cls") or auto is None or not getattr(auto, "name_or_path", ""):
         return None
-    params = list(auto.parameters())
     device = str(embedder.device)  # type: ignore[attr-defined]
-    dtype = "float32" if device.startswith("cuda") else str(params[0].dtype).removeprefix("torch.")
+    loaded = str(next(auto.parameters()).dtype).removeprefix("torch.")
+    dtype = "float32" if device.startswith("cuda") else loaded
     tokenizers: Tokenizers = embedder.tokenizers()
     return Recipe(
         path=str(auto.name_or_path),

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import json
 import os
 import tempfile
@@ -229,6 +230,17 @@ class RayPipeline:
             if done is not None:
                 await done
 
+    @functools.cached_property
+    def _actor_embedder(self) -> Callable[[], PassEmbedder]:
+        """What the embedding actors load: the model's passes alone where they start faster
+        (``indexers.embed.passes``; its check loads the weights once more, so once a pipeline),
+        else ``make_embedder``."""
+        return self._embedder.passes_loader() or self._make_embedder
+
+    @property
+    def actors_load_passes(self) -> bool:
+        return self._actor_embedder is not self._make_embedder
+
     def _hot_avg_len(self) -> float | None:
         hot = self._tiers.get("hot")
         return hot.shards.avg_len if isinstance(hot, QdrantEdgeTier) else None
@@ -266,8 +278,7 @@ class RayPipeline:
         ds = ds.map_batches(
             EmbedActor,
             fn_constructor_kwargs={
-                # the model's passes alone where they start faster (``indexers.embed.passes``)
-                "make_embedder": self._embedder.passes_loader() or self._make_embedder,
+                "make_embedder": self._actor_embedder,
                 "threads": threads,
                 "preload": preload and bool(gpus),  # a CPU actor prepares too: it loads on demand
             },
