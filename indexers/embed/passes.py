@@ -131,15 +131,17 @@ class TransformerPasses(PassEmbedder):
     def __init__(self, recipe: Recipe, device: str | None = None) -> None:
         """``device``: where to run (the check's); by default the recipe's, resolved here (an
         actor's GPU when it was given one)."""
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers reads it: no downloads
         import torch
-        from transformers import AutoModel
-        from transformers.utils import logging as transformers_logging
 
-        transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-        transformers_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+        from indexers.embed import bert
+
         self.device = device or resolve_device(recipe.device)
-        model = AutoModel.from_pretrained(recipe.path).to(getattr(torch, recipe.dtype))
+        # a BERT encoder without transformers' imports (indexers.embed.bert); any other through it
+        model: Any = bert.load(recipe.path)
+        self.transformers = model is None
+        if model is None:
+            model = _auto_model(recipe.path)
+        model = model.to(getattr(torch, recipe.dtype))
         model.eval()
         self._model = model.to(self.device)
         if self.device.startswith("cuda"):
@@ -160,6 +162,19 @@ class TransformerPasses(PassEmbedder):
         r = self._recipe
         with torch.inference_mode():
             x = tensors(rows, r.pad_id, self.device)
-            tokens = self._model(**x).last_hidden_state
+            if self.transformers:
+                tokens = self._model(**x).last_hidden_state
+            else:
+                tokens = self._model(x["input_ids"], x["attention_mask"])
             vectors = pooled(tokens, x["attention_mask"], r.pooling, r.normalize)
         return np.asarray(vectors.float().cpu().numpy())
+
+
+def _auto_model(path: str) -> Any:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers reads it: no downloads
+    from transformers import AutoModel
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    transformers_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+    return AutoModel.from_pretrained(path)

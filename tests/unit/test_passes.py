@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from indexers.embed import passes
+from indexers.embed import bert, passes
 from indexers.embed.embedder import SentenceTransformerEmbedder, packaged_model_path
 from indexers.embed.passes import TransformerPasses
 from indexers.records import Document
@@ -48,12 +48,13 @@ def test_the_passes_load_without_importing_sentence_transformers(
     assert load is not None
     code = (
         "import pickle, sys; load = pickle.loads(sys.stdin.buffer.read()); p = load(); "
-        "print(p.dim, 'sentence_transformers' in sys.modules)"
+        "print(p.dim, 'sentence_transformers' in sys.modules, 'transformers' in sys.modules)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], input=pickle.dumps(load), capture_output=True, check=True
     )
-    assert out.stdout.decode().split() == ["384", "False"]
+    # a BERT model: not even transformers (indexers.embed.bert)
+    assert out.stdout.decode().split() == ["384", "False", "False"]
 
 
 def test_no_passes_for_a_pooling_they_do_not_reproduce(
@@ -129,3 +130,56 @@ def test_no_passes_when_the_transformer_sits_in_a_subfolder(tmp_path: Path) -> N
     (folder / "modules.json").write_text(json.dumps(modules))
     model = SentenceTransformerEmbedder(str(folder), device="cpu")
     assert model.passes_loader() is None
+
+
+def test_a_bert_model_runs_without_transformers_and_gives_its_vectors(
+    embedder: SentenceTransformerEmbedder, sample_docs: list[Document]
+) -> None:
+    """The packaged model is a BERT: its passes run ``indexers.embed.bert`` (the same vectors in
+    float32: the same operations in the same order; measured 0.0)."""
+    load = embedder.passes_loader()
+    assert load is not None
+    light = load()
+    assert not light.transformers and isinstance(light._model, bert.BertEncoder)
+    ids = embedder.tokenizers().passages([d.text for d in sample_docs] + ["a", "数据控制者" * 99])
+    assert np.abs(light.embed_ids(ids) - embedder.embed_ids(ids)).max() <= 1e-6
+
+
+def test_a_checkpoint_of_a_bert_task_model_loads_its_encoder(tmp_path: Path) -> None:
+    """Weights saved from a BertFor… model carry "bert." before each name."""
+    from safetensors.torch import load_file, save_file
+
+    folder = _model_copy(tmp_path)
+    weights = load_file(str(folder / "model.safetensors"))
+    save_file({f"bert.{k}": v.contiguous() for k, v in weights.items()}, str(folder / "model.safetensors"))
+    prefixed, plain = bert.load(folder), bert.load(packaged_model_path())
+    assert prefixed is not None and plain is not None
+    ids = torch.tensor([[101, 7592, 2088, 102, 0]])
+    mask = torch.tensor([[1, 1, 1, 1, 0]])
+    with torch.inference_mode():
+        assert torch.equal(prefixed(ids, mask), plain(ids, mask))
+
+
+def test_another_configuration_goes_through_transformers(tmp_path: Path, sample_docs: list[Document]) -> None:
+    """A configuration ``indexers.embed.bert`` does not reproduce (here another GELU) or weights
+    it cannot read: the passes load the model through transformers, and still give its vectors."""
+    folder = _model_copy(tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    config["hidden_act"] = "gelu_new"
+    (folder / "config.json").write_text(json.dumps(config))
+    assert bert.load(folder) is None
+    model = SentenceTransformerEmbedder(str(folder), device="cpu")
+    load = model.passes_loader()
+    assert load is not None
+    light = load()
+    assert light.transformers
+    ids = model.tokenizers().passages([d.text for d in sample_docs])
+    assert np.abs(light.embed_ids(ids) - model.embed_ids(ids)).max() <= 1e-6
+
+    torn = _model_copy(tmp_path / "torn")
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(str(torn / "model.safetensors"))
+    weights.pop("encoder.layer.5.output.dense.weight")
+    save_file({k: v.contiguous() for k, v in weights.items()}, str(torn / "model.safetensors"))
+    assert bert.load(torn) is None
