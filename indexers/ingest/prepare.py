@@ -50,10 +50,22 @@ def unchanged(stored: Stored, tier: TierName, doc_hash: str) -> bool:
 def chunk_documents(chunker: Chunker, docs: Sequence[tuple[Document, str]]) -> list[list[Chunk]]:
     """Chunks per (document, its hash), each chunk stamped with the document's hash."""
     chunked = chunker.chunk_many([doc for doc, _ in docs])
+    return [[_stamped(c, h) for c in chunks] for (_, h), chunks in zip(docs, chunked, strict=True)]
+
+
+def chunk_documents_ids(
+    chunker: Chunker, docs: Sequence[tuple[Document, str]]
+) -> list[list[tuple[Chunk, list[int] | None]]]:
+    """``chunk_documents``, each chunk with its text's token ids where the chunker knows them
+    (``Chunker.chunk_many_ids``)."""
+    chunked = chunker.chunk_many_ids([doc for doc, _ in docs])
     return [
-        [dataclasses.replace(c, metadata={**c.metadata, DOC_HASH: h}) for c in chunks]
-        for (_, h), chunks in zip(docs, chunked, strict=True)
+        [(_stamped(c, h), ids) for c, ids in chunks] for (_, h), chunks in zip(docs, chunked, strict=True)
     ]
+
+
+def _stamped(chunk: Chunk, doc_hash: str) -> Chunk:
+    return dataclasses.replace(chunk, metadata={**chunk.metadata, DOC_HASH: doc_hash})
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ import gc
 import itertools
 import json
 import pickle
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -46,7 +47,7 @@ from indexers.embed.embedder import PassEmbedder, Tokenizers
 from indexers.ingest.load import LoadFailure, LoadOptions, iter_files, load_any, parse_record
 from indexers.ingest.prepare import (
     Diff,
-    chunk_documents,
+    chunk_documents_ids,
     diff,
     document_hash,
     unchanged,
@@ -59,6 +60,7 @@ from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
 from indexers.tiers.cold_segment import write_segment
 from indexers.tiers.edge_shard import point_parts
+from indexers.workers import lower_priority
 
 Row = dict[str, Any]
 
@@ -147,7 +149,14 @@ class Spec:
     lookups: Mapping[TierName, Lookup]  # tiers a worker can read
 
     def chunker(self) -> Chunker:
-        return Chunker(self.tokenizers.count, max_tokens=self.max_tokens, overlap_tokens=self.overlap_tokens)
+        """The run's chunker; with a word memo it also gives each chunk's ids (``_prepare``)."""
+        words = self.tokenizers.words
+        return Chunker(
+            self.tokenizers.count,
+            max_tokens=self.max_tokens,
+            overlap_tokens=self.overlap_tokens,
+            token_ids=words.ids if words is not None else None,
+        )
 
 
 # Between the stages a row is a few opaque columns, so that each process unpickles only what it
@@ -172,8 +181,26 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+# How far the CPU tasks (prepare, build) step back: on a GPU machine they take every core, and
+# the work that must not wait for them is elsewhere: the embedding actors loading their model
+# (imports, CUDA: ~7 s on an idle H200 machine, twice that among fifteen busy workers) and the
+# owner, one thread adopting what every worker builds. At nice 10 a task gets ~1/9 of a core
+# that one of those also wants, and all of any core they leave idle (Linux; elsewhere a no-op).
+BACKGROUND_NICE = 10
+_stepped_back: set[int] = set()  # native ids of the threads already lowered (once each)
+
+
+def step_back() -> None:
+    """Lower the calling thread's priority by ``BACKGROUND_NICE``, once per thread."""
+    tid = threading.get_native_id()
+    if tid not in _stepped_back:
+        _stepped_back.add(tid)
+        lower_priority(BACKGROUND_NICE)
+
+
 def prepare_units(batch: dict[str, Any], spec: Spec) -> dict[str, Any]:
     """Ray Data batch of units → one row per unit: results, chunks to embed, their token ids."""
+    step_back()
     with collector_paused():
         return _prepare_batch(batch, spec)
 
@@ -219,8 +246,9 @@ def _prepare(unit: Unit, spec: Spec) -> Row:
         planned.append((doc, tier, document_hash(doc, tier, chunker)))
     stored = _stored(planned, spec.lookups)
     todo = [(d, h) for d, t, h in planned if not unchanged(stored.get((d.tenant, d.id), {}), t, h)]
-    chunked = iter(chunk_documents(chunker, todo))
+    chunked = iter(chunk_documents_ids(chunker, todo))
     fresh: list[tuple[TierName, Chunk]] = []
+    fresh_ids: list[list[int] | None] = []  # their texts' ids, where the chunker knew them
     stale: list[tuple[TierName, str, str]] = []
     # (tenant, doc id, tier, [(chunk id, content hash)]): for the owner, who compares what no
     # worker read (or what changed since a worker read it) with what the document has now
@@ -231,13 +259,16 @@ def _prepare(unit: Unit, spec: Spec) -> Row:
             results.append(DocResult(doc.id, "unchanged", len(held), tier, tenant=doc.tenant))
             check.append((doc.tenant, doc.id, tier, []))
             continue
-        chunks = next(chunked)
+        with_ids = next(chunked)
+        chunks = [c for c, _ in with_ids]
         found: Diff = diff(tier, chunks, held)
         fresh += [(tier, c) for c in found.fresh]
+        known = {id(c): ids for c, ids in with_ids}
+        fresh_ids += [known[id(c)] for c in found.fresh]
         stale += [(t, doc.tenant, cid) for t, cid in found.stale]
         results.append(DocResult(doc.id, found.status, len(chunks), tier, tenant=doc.tenant))
         check.append((doc.tenant, doc.id, tier, [(c.chunk_id, c.content_hash) for c in chunks]))
-    ids = spec.tokenizers.passages([c.embed_text for _, c in fresh])
+    ids = spec.tokenizers.chunk_passages([c for _, c in fresh], fresh_ids)
     return {"results": results, "chunks": fresh, "ids": ids, "stale": stale, "check": check}
 
 
@@ -265,18 +296,23 @@ class EmbedActor:
         self._make = make_embedder
         self._threads = threads
         self._embedder: PassEmbedder | None = None
-        self._ready_at = 0.0  # when the model was loaded (wall clock; 0: not loaded)
+        # wall clock (0: not yet): the actor started (its process up, its arguments unpickled),
+        # torch imported, the model loaded. Reported as spans: where an actor's start goes.
+        self._started_at, self._torch_at, self._ready_at = time.time(), 0.0, 0.0
         # ``preload``: the model (torch, CUDA, weights: ~25 s on the H200 machine) loads beside
         # the first units' preparation instead of on the first chunk to embed. The owner asks
         # for it when everything will be embedded (a load into empty tiers); a run over stored
         # documents may embed nothing, and then loading the model only slows it down.
+        self._preload = preload
         self._loading = ThreadPoolExecutor(1).submit(self._load) if preload else None
 
     def _load(self) -> PassEmbedder:
-        if self._threads:  # Ray sets OMP_NUM_THREADS=1 in workers: a CPU actor takes its cores
+        if self._threads or self._preload:  # a GPU actor's import of torch, timed
             import torch
 
-            torch.set_num_threads(self._threads)
+            self._torch_at = time.time()
+            if self._threads:  # Ray sets OMP_NUM_THREADS=1 in workers: a CPU actor takes its cores
+                torch.set_num_threads(self._threads)
         embedder = self._make()
         self._ready_at = time.time()
         return embedder
@@ -310,8 +346,10 @@ class EmbedActor:
             "vectors": _objects(out),
             "embed_s": np.full(len(rows), share),
             "embed_at": np.full(len(rows), time.time()),
-            # when the batch reached the actor, and when its model was ready (report spans)
+            # when the batch reached the actor; when the actor started, had torch, had its model
             "arrived_at": np.full(len(rows), arrived),
+            "actor_at": np.full(len(rows), self._started_at),
+            "torch_at": np.full(len(rows), self._torch_at),
             "model_at": np.full(len(rows), self._ready_at),
         }
 
@@ -326,6 +364,7 @@ def build_segments(
     """Each row's chunks where they go: a server tier's written to the server from here; the
     embedded cold tier's into one segment file; the embedded hot tier's become point parts
     (``hot_avg_len``: its BM25 length) or stay chunks, for the owner to upsert."""
+    step_back()
     with collector_paused():
         return _build_batch(batch, folder, analyzer, hot_avg_len, servers or {})
 

@@ -89,7 +89,8 @@ class Writer:
         for stage in ("prepare", "embed", "build"):
             report.stage_seconds[stage] = report.stage_seconds.get(stage, 0.0) + float(row[f"{stage}_s"])
             report.finished(stage, float(row[f"{stage}_at"]) - self._t0)
-        for span in ("arrived", "model"):  # the embedding actors: a batch in, the model ready
+        # the embedding actors: a batch in; the actor started, torch imported, the model ready
+        for span in ("arrived", "actor", "torch", "model"):
             if float(row[f"{span}_at"]):
                 report.finished(span, float(row[f"{span}_at"]) - self._t0)
         results: list[DocResult] = list(row["results"])

@@ -24,6 +24,7 @@ from indexers.records import Chunk, Document
 from indexers.text.structure import split_sections
 
 TokenCounter = Callable[[Sequence[str]], list[int]]
+TokenIds = Callable[[Sequence[str]], list[list[int]]]
 
 # A sentence ends at . ! ? (plus closing quotes/brackets) before whitespace, at CJK 。！？,
 # or at a blank line. A single line break is not an end: PDF and e-mail text is hard-wrapped
@@ -52,7 +53,9 @@ def sentence_spans(text: str) -> list[tuple[int, str]]:
     return out
 
 
-Piece = tuple[int, int, int]  # start and end offset in the document, tokens
+# start and end offset in the document, tokens, and their ids where known (a whole sentence's)
+Piece = tuple[int, int, int, list[int] | None]
+Placed = tuple[int, int, dict[str, Any], list[int] | None]  # a chunk: start, end, metadata, ids
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,61 +69,93 @@ class Chunker:
     count_tokens: TokenCounter
     max_tokens: int = 240
     overlap_tokens: int = 32
+    # The same tokenizer's ids (no special tokens), where it splits words at whitespace and
+    # punctuation as BERT's WordPiece does: ``chunk_many_ids`` then gives each chunk's text its ids.
+    token_ids: TokenIds | None = None
 
     def chunk(self, doc: Document) -> list[Chunk]:
         return self.chunk_many([doc])[0]
 
     def chunk_many(self, docs: Sequence[Document]) -> list[list[Chunk]]:
         """Chunks per document; the sentences of all documents are counted in one tokenizer call."""
+        return [[c for c, _ in chunks] for chunks in self._chunk(docs, with_ids=False)]
+
+    def chunk_many_ids(self, docs: Sequence[Document]) -> list[list[tuple[Chunk, list[int] | None]]]:
+        """``chunk_many``, each chunk with its text's token ids (``token_ids``: its sentences' ids
+        joined, no tokenizing again), or None where they are not known: no ``token_ids``, or a
+        sentence longer than a chunk cut inside it. A chunk's text is its sentences and the
+        whitespace between them, and sentences end at whitespace or at punctuation (。too),
+        where the tokenizer splits words anyway, so the joined ids are the text's own
+        (tests/unit/test_chunk_ids.py compares them on every shipped collection)."""
+        return self._chunk(docs, with_ids=self.token_ids is not None)
+
+    def _chunk(self, docs: Sequence[Document], with_ids: bool) -> list[list[tuple[Chunk, list[int] | None]]]:
         parts = [
             (doc, section, sentence_spans(section.text))
             for doc in docs
             for section in split_sections(doc.text, doc.metadata)
         ]
-        counts = iter(self.count_tokens([s for _, _, spans in parts for _, s in spans]))
-        spans_of: dict[int, list[tuple[int, int, dict[str, Any]]]] = {id(doc): [] for doc in docs}
+        sentences = [s for _, _, spans in parts for _, s in spans]
+        ids: Iterator[list[int] | None]
+        if with_ids and self.token_ids is not None:
+            known = self.token_ids(sentences)
+            counts, ids = iter([len(i) for i in known]), iter(known)
+        else:
+            counts, ids = iter(self.count_tokens(sentences)), itertools.repeat(None)
+        spans_of: dict[int, list[Placed]] = {id(doc): [] for doc in docs}
         for doc, section, spans in parts:
-            pieces = list(self._pieces(spans, [next(counts) for _ in spans], section.start))
-            for offset, end in self._pack(pieces):
+            found = [(next(counts), next(ids)) for _ in spans]
+            pieces = list(self._pieces(spans, found, section.start))
+            for packed in self._pack(pieces):
+                offset = packed[0][0]
                 metadata: dict[str, Any] = {**section.metadata, "char_start": offset}
                 if doc.page_starts:
                     metadata["page"] = bisect.bisect_right(doc.page_starts, offset)
-                spans_of[id(doc)].append((offset, end, metadata))
-        out: dict[int, list[Chunk]] = {}
+                joined = None
+                if with_ids and all(p[3] is not None for p in packed):
+                    joined = list(itertools.chain.from_iterable(p[3] or () for p in packed))
+                spans_of[id(doc)].append((offset, packed[-1][1], metadata, joined))
+        out: dict[int, list[tuple[Chunk, list[int] | None]]] = {}
         for doc in docs:
             placed = spans_of[id(doc)]
             if placed:  # the first chunk starts at the text's start: leading whitespace is kept
-                placed[0] = (0, placed[0][1], {**placed[0][2], "char_start": 0})
+                first = placed[0]
+                placed[0] = (0, first[1], {**first[2], "char_start": 0}, first[3])
             # A chunk runs on to where the next one starts (the last one to the text's end), so the
             # whitespace between and around chunks is kept and the chunks rebuild the stored text
             # exactly (``rebuild``); overlapping chunks keep their own end.
             ends = [
-                max(end, placed[i + 1][0]) if i + 1 < len(placed) else len(doc.text)
-                for i, (_, end, _) in enumerate(placed)
+                max(p[1], placed[i + 1][0]) if i + 1 < len(placed) else len(doc.text)
+                for i, p in enumerate(placed)
             ]
             out[id(doc)] = [
-                Chunk(
-                    chunk_id=f"{doc.id}#{n}",
-                    doc_id=doc.id,
-                    n=n,
-                    text=doc.text[offset:stop],
-                    title=doc.title,
-                    metadata=metadata,
-                    tenant=doc.tenant,
+                (
+                    Chunk(
+                        chunk_id=f"{doc.id}#{n}",
+                        doc_id=doc.id,
+                        n=n,
+                        text=doc.text[offset:stop],
+                        title=doc.title,
+                        metadata=metadata,
+                        tenant=doc.tenant,
+                    ),
+                    joined,
                 )
-                for n, ((offset, _, metadata), stop) in enumerate(zip(placed, ends, strict=True))
+                for n, ((offset, _, metadata, joined), stop) in enumerate(zip(placed, ends, strict=True))
             ]
         return [out[id(doc)] for doc in docs]
 
-    def _pieces(self, spans: list[tuple[int, str]], counts: list[int], base: int) -> Iterator[Piece]:
-        for (offset, sentence), tokens in zip(spans, counts, strict=True):
+    def _pieces(
+        self, spans: list[tuple[int, str]], found: list[tuple[int, list[int] | None]], base: int
+    ) -> Iterator[Piece]:
+        for (offset, sentence), (tokens, ids) in zip(spans, found, strict=True):
             start = base + offset
             if tokens <= self.max_tokens:
-                yield start, start + len(sentence), tokens
-            else:
-                yield from ((start + a, start + b, t) for a, b, t in self._split_long(sentence))
+                yield start, start + len(sentence), tokens, ids
+            else:  # cut inside the sentence (even inside a word): its pieces' ids are not known
+                yield from ((start + a, start + b, t, None) for a, b, t in self._split_long(sentence))
 
-    def _split_long(self, sentence: str) -> Iterator[Piece]:
+    def _split_long(self, sentence: str) -> Iterator[tuple[int, int, int]]:
         """A sentence longer than a chunk is cut at word (or, for CJK, character) boundaries."""
         units = [m.span() for m in re.finditer(r"\S+", sentence)]
         if len(units) <= 1:
@@ -135,20 +170,20 @@ class Chunker:
         if start < len(units):
             yield units[start][0], units[-1][1], used
 
-    def _pack(self, pieces: list[Piece]) -> Iterator[tuple[int, int]]:
-        """(start, end) in the document per chunk: from its first piece's start to its last's end."""
+    def _pack(self, pieces: list[Piece]) -> Iterator[list[Piece]]:
+        """The pieces of each chunk: it runs from its first piece's start to its last's end."""
         current: list[Piece] = []
         used = 0
         for piece in pieces:
             if current and used + piece[2] > self.max_tokens:
-                yield current[0][0], current[-1][1]
+                yield current
                 current, used = self._overlap(current)
                 if used + piece[2] > self.max_tokens:
                     current, used = [], 0
             current.append(piece)
             used += piece[2]
         if current:
-            yield current[0][0], current[-1][1]
+            yield current
 
     def _overlap(self, chunk: list[Piece]) -> tuple[list[Piece], int]:
         kept: list[Piece] = []

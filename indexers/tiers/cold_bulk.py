@@ -45,6 +45,7 @@ class BulkLoads:
         self._tombstones_before = 0
         self._version_before = 0
         # busy time of bulk loads: adopt (SQLite), read (rows read back), lexical (tantivy), vectors
+        # (FAISS at the end; its build's steps and its save also apart: vectors_train, _add, _save)
         self.bulk_seconds: dict[str, float] = {}
 
     def _parts(self) -> tuple[Store, LexicalIndex, VectorIndex]:
@@ -196,8 +197,11 @@ class BulkLoads:
                 if len(seqs) > 1 and not bool(np.all(seqs[1:] > seqs[:-1])):  # a seq adopted twice
                     seqs, first = np.unique(seqs[::-1], return_index=True)  # its last copy
                     vecs = vecs[::-1][first]
-                vectors.build(seqs, vecs, self._kmeans)
+                for step, seconds in vectors.build(seqs, vecs, self._kmeans).items():
+                    self.bulk_seconds[f"vectors_{step}"] = seconds
+                saving = time.perf_counter()
                 vectors.save(store.version())
+                self._spent("vectors_save", saving)
             else:
                 vectors.load()
                 self._catch_up(store, lexical, vectors)

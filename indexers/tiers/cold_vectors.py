@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,10 +42,15 @@ class VectorIndex:
         is_ivf = self.index is not None and not isinstance(self.index, faiss.IndexIDMap2)
         return (n >= self.ivf_threshold) != is_ivf
 
-    def build(self, seqs: np.ndarray[Any, Any], vectors: Vector, kmeans: KMeans | None = None) -> None:
+    def build(
+        self, seqs: np.ndarray[Any, Any], vectors: Vector, kmeans: KMeans | None = None
+    ) -> dict[str, float]:
         """A fresh index of these vectors; ``kmeans`` (sample, lists) → centroids trains the IVF
-        lists elsewhere (a GPU) instead of FAISS's k-means on the CPU."""
+        lists elsewhere (a GPU) instead of FAISS's k-means on the CPU. Returns the seconds its
+        steps took: "train" (sampling, k-means, the quantizer) and "add"."""
         n = len(seqs)
+        began = time.perf_counter()
+        steps: dict[str, float] = {}
         if n < self.ivf_threshold:
             index: Any = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
         else:
@@ -59,6 +65,8 @@ class VectorIndex:
                 quantizer.add(centroids)
             index.train(sample)
             index.nprobe = max(8, nlist // 16)
+            steps["train"] = time.perf_counter() - began
+            began = time.perf_counter()
             assign = getattr(kmeans, "assign", None)
             if assign is not None:  # each vector's list found where k-means ran; FAISS only encodes
                 x = np.ascontiguousarray(vectors, dtype=np.float32)
@@ -68,9 +76,11 @@ class VectorIndex:
                 n = 0
         if n:
             index.add_with_ids(vectors, seqs)
+        steps["add"] = time.perf_counter() - began
         with self.lock:
             self.index = index
             self.dirty = True
+        return steps
 
     def apply(self, seqs: Sequence[int], vectors: Vector, deleted: Sequence[int]) -> None:
         with self.lock:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import os
 import sqlite3
+import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,7 @@ from indexers.embed.embedder import AsyncEmbedder, SentenceTransformerEmbedder, 
 from indexers.ingest.load import LoadOptions, load_paths
 from indexers.ingest.pipeline import Pipeline
 from indexers.ingest.prepare import chunk_documents, with_structure
-from indexers.ingest.ray_engine import plan_units, read_unit
+from indexers.ingest.ray_engine import BACKGROUND_NICE, plan_units, read_unit, step_back
 from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
 from indexers.records import Chunk, Document, EmbeddedChunk, TierName
 from indexers.text.chunk import Chunker
@@ -522,7 +525,8 @@ def _one_chunk_row(folder: Path, i: int, analyzer: Analyzer) -> dict[str, list[A
         "unit": f"unit-{i}",
     }
     row: dict[str, Any] = {"meta": pickle.dumps(meta), "hot": pickle.dumps([]), "segment": str(segment)}
-    row |= {"segment_rows": 1, "served_rows": 0, "arrived_at": 0.0, "model_at": 0.0}
+    row |= {"segment_rows": 1, "served_rows": 0, "arrived_at": 0.0, "actor_at": 0.0, "torch_at": 0.0}
+    row |= {"model_at": 0.0}
     row |= {f"{stage}_{k}": 0.0 for stage in ("prepare", "embed", "build") for k in ("s", "at")}
     return {k: [v] for k, v in row.items()}
 
@@ -569,3 +573,25 @@ async def test_documents_of_a_failed_tantivy_commit_are_never_acknowledged(
     held = tier.local.count(None)  # row 2 is written or not: the failure shows at its write or after
     assert held in (2, 3) and lexical.index.searcher().num_docs == held  # tantivy caught up with SQLite
     await tier.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+def test_cpu_tasks_step_back_once_per_thread_and_leave_other_threads_alone() -> None:
+    """Prepare and build tasks run below the embedding actors and the owner (who must not wait
+    for them), by ``BACKGROUND_NICE`` exactly: a worker runs many tasks, and lowering again on
+    each would sink it to the floor."""
+    seen: list[int] = []
+
+    def task() -> None:
+        tid = threading.get_native_id()
+        before = os.getpriority(os.PRIO_PROCESS, tid)
+        for _ in range(3):  # three tasks on one worker thread
+            step_back()
+        seen.extend([before, os.getpriority(os.PRIO_PROCESS, tid)])
+
+    here = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    worker = threading.Thread(target=task)
+    worker.start()
+    worker.join()
+    assert seen[1] == min(19, seen[0] + BACKGROUND_NICE)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == here
