@@ -157,6 +157,11 @@ _LINE_HEADINGS: list[tuple[str, re.Pattern[str]]] = [
         ),
     ),
 ]
+# What every pattern above starts with: one scan of a text for it finds the texts without any
+# heading line (most prose) before six scans would.
+_ANY_HEADING = re.compile(
+    r"^[#*\s]*(?:第|(?i:Chapter|Article|Art\.|Section|Sec\.)|Amendment|§)", re.MULTILINE
+)
 # A heading resets the levels below it: a new chapter has no article yet, a new article no section.
 _LEVEL = {"chapter": 0, "article": 1, "amendment": 1, "section": 2}
 
@@ -169,6 +174,8 @@ class Section:
 
 
 def _headings(text: str) -> list[tuple[int, str, int | str]]:
+    if _ANY_HEADING.search(text) is None:
+        return []
     found: dict[int, tuple[int, str, int | str]] = {}
     for key, pattern in _LINE_HEADINGS:
         for m in pattern.finditer(text):
