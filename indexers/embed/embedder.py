@@ -98,9 +98,22 @@ class AsyncEmbedder:
         self._bulk.shutdown()
 
 
-def pad(rows: Sequence[Sequence[int]], pad_id: int) -> dict[str, np.ndarray[Any, Any]]:
-    """Token id rows → right-padded ``input_ids``, ``attention_mask``, ``token_type_ids`` (int64)."""
+# On a GPU each new input shape costs a kernel choice, and on a fresh machine loading that
+# kernel from disk: the first 18,600 chunks took 4.2 s against 0.6 s once warm (bench/actor_probe.py,
+# ~20 widths). Widths padded to a multiple of this keep the shapes few; the padding is masked
+# out (the same vectors, tests/unit/test_passes.py). On a CPU every padded token is work: none.
+GPU_WIDTH_MULTIPLE = 32
+
+
+def pad(
+    rows: Sequence[Sequence[int]], pad_id: int, multiple: int = 1, limit: int = 0
+) -> dict[str, np.ndarray[Any, Any]]:
+    """Token id rows → right-padded ``input_ids``, ``attention_mask``, ``token_type_ids`` (int64),
+    as wide as the longest row, or that rounded up to ``multiple`` but not past ``limit`` (the
+    model's input length)."""
     width = max(len(r) for r in rows)
+    if multiple > 1:
+        width = max(width, min(-(-width // multiple) * multiple, limit))
     input_ids = np.full((len(rows), width), pad_id, dtype=np.int64)
     mask = np.zeros((len(rows), width), dtype=np.int64)
     for i, row in enumerate(rows):
@@ -392,7 +405,8 @@ class SentenceTransformerEmbedder(PassEmbedder):
         import torch
 
         with torch.inference_mode():
-            vectors = self._model(tensors(rows, self._pad_id, self.device))["sentence_embedding"]
+            x = tensors(rows, self._pad_id, self.device, self._max_len)
+            vectors = self._model(x)["sentence_embedding"]
         return np.asarray(vectors.float().cpu().numpy())
 
     def passes_loader(self) -> Callable[[], PassEmbedder] | None:
@@ -409,12 +423,14 @@ class SentenceTransformerEmbedder(PassEmbedder):
             return None
 
 
-def tensors(rows: Sequence[Sequence[int]], pad_id: int, device: str) -> dict[str, Any]:
-    """Right-padded input ids, attention mask and token types as tensors on ``device``."""
+def tensors(rows: Sequence[Sequence[int]], pad_id: int, device: str, limit: int = 0) -> dict[str, Any]:
+    """Right-padded input ids, attention mask and token types as tensors on ``device`` (on a GPU
+    to a multiple of ``GPU_WIDTH_MULTIPLE``, up to ``limit``: the model's input length)."""
     import torch
 
     pin = device.startswith("cuda")
+    padded = pad(rows, pad_id, GPU_WIDTH_MULTIPLE if pin else 1, limit)
     return {
         k: (t.pin_memory() if pin else t).to(device, non_blocking=pin)
-        for k, t in ((k, torch.from_numpy(v)) for k, v in pad(rows, pad_id).items())
+        for k, t in ((k, torch.from_numpy(v)) for k, v in padded.items())
     }

@@ -161,7 +161,7 @@ class TransformerPasses(PassEmbedder):
 
         r = self._recipe
         with torch.inference_mode():
-            x = tensors(rows, r.pad_id, self.device)
+            x = tensors(rows, r.pad_id, self.device, r.max_len)
             if self.transformers:
                 tokens = self._model(**x).last_hidden_state
             else:

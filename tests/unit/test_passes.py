@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from indexers.embed import bert, passes
-from indexers.embed.embedder import SentenceTransformerEmbedder, packaged_model_path
+from indexers.embed.embedder import SentenceTransformerEmbedder, packaged_model_path, pad
 from indexers.embed.passes import TransformerPasses
 from indexers.records import Document
 
@@ -183,3 +183,30 @@ def test_another_configuration_goes_through_transformers(tmp_path: Path, sample_
     weights.pop("encoder.layer.5.output.dense.weight")
     save_file({k: v.contiguous() for k, v in weights.items()}, str(torn / "model.safetensors"))
     assert bert.load(torn) is None
+
+
+def test_padding_past_the_longest_row_leaves_the_vectors_as_they_were(
+    embedder: SentenceTransformerEmbedder, sample_docs: list[Document]
+) -> None:
+    """On a GPU rows are padded to a multiple of 32 (fewer shapes, fewer kernels to load); the
+    padding is masked out, so the vectors are those of the narrowest padding."""
+    assert pad([[1] * 33], 0, 32, 256)["input_ids"].shape == (1, 64)
+    assert pad([[1] * 250], 0, 32, 256)["input_ids"].shape == (1, 256)
+    assert pad([[1] * 250], 0, 32, 250)["input_ids"].shape == (1, 250)  # never past the model's input
+    assert pad([[1] * 33], 0)["input_ids"].shape == (1, 33)
+    ids = embedder.tokenizers().passages([d.text[:400] for d in sample_docs] + ["short"])
+    load = embedder.passes_loader()
+    assert load is not None
+    light = load()
+    longest = max(len(i) for i in ids)
+    assert longest % 64 != 0
+    for width in (1, 64):
+        x = {k: torch.from_numpy(v) for k, v in pad(ids, 0, width, 512).items()}
+        assert x["input_ids"].shape[1] == (longest if width == 1 else -(-longest // 64) * 64)
+        with torch.inference_mode():
+            theirs = embedder._model(dict(x))["sentence_embedding"].numpy()
+            tokens = light._model(x["input_ids"], x["attention_mask"])
+            ours = passes.pooled(tokens, x["attention_mask"], "mean", True).numpy()
+        if width == 1:
+            narrow = theirs
+        assert np.abs(theirs - narrow).max() <= 1e-6 and np.abs(ours - narrow).max() <= 1e-6
