@@ -1,7 +1,7 @@
 """What one embedding actor costs, on its own: start (imports, CUDA, weights, first pass) and
 steady state (``embed_ids`` over a Ray-sized batch, split into host work and GPU work).
 
-    python3 bench/actor_probe.py MODEL_DIR [--chunks 18600] [--length 240]
+    python3 bench/actor_probe.py MODEL_DIR [--chunks 18600] [--length 240] [--device cuda]
 
 The model is loaded as the Ray engine's actors load it (``indexers.embed.passes``: the
 transformer alone), from the same ``Recipe`` the owner builds. Prints JSON.
@@ -25,16 +25,23 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=240)
     parser.add_argument("--max-batch", type=int, default=1024)
     parser.add_argument("--max-batch-tokens", type=int, default=262_144)
+    parser.add_argument("--device", default="cuda")
     args = parser.parse_args()
+    dev = args.device
     out: dict[str, float] = {}
     t = time.perf_counter()
     import numpy as np
     import torch
 
     out["import_torch"] = time.perf_counter() - t
+
+    def sync() -> None:
+        if dev.startswith("cuda"):
+            torch.cuda.synchronize()
+
     t = time.perf_counter()
-    torch.zeros(1).to("cuda")
-    torch.cuda.synchronize()
+    torch.zeros(1).to(dev)
+    sync()
     out["cuda_init"] = time.perf_counter() - t
     t = time.perf_counter()
     from indexers.embed.passes import Recipe, TransformerPasses
@@ -49,7 +56,7 @@ def main() -> None:
         dtype="float32",
         max_batch=args.max_batch,
         max_batch_tokens=args.max_batch_tokens,
-        device="cuda",
+        device=dev,
     )
     passes = TransformerPasses(recipe)
     out["load_passes"] = time.perf_counter() - t
@@ -58,7 +65,7 @@ def main() -> None:
     rows = [rng.integers(1000, 29000, int(n), dtype=np.int32) for n in lengths]
     t = time.perf_counter()
     passes.embed_ids(rows[:1024])
-    torch.cuda.synchronize()
+    sync()
     out["first_pass"] = time.perf_counter() - t
     for run in range(3):
         t = time.perf_counter()
@@ -73,14 +80,21 @@ def main() -> None:
         token_batches([len(r) for r in rows], max_batch=args.max_batch, max_tokens=args.max_batch_tokens)
     )
     t = time.perf_counter()
-    ready = [tensors([rows[i] for i in b], 0, "cuda") for b in batches]
-    torch.cuda.synchronize()
+    ready = [tensors([rows[i] for i in b], 0, dev, recipe.max_len) for b in batches]  # as embed_ids
+    sync()
     out["host_to_gpu"] = time.perf_counter() - t
     model = passes._model
+
+    def tokens(x: dict[str, torch.Tensor]) -> torch.Tensor:
+        if passes.transformers:
+            hidden: torch.Tensor = model(**x).last_hidden_state
+            return hidden
+        return model(x["input_ids"], x["attention_mask"])  # type: ignore[no-any-return]
+
     t = time.perf_counter()
     with torch.inference_mode():
-        got = [pooled(model(**x).last_hidden_state, x["attention_mask"], "mean", True) for x in ready]
-    torch.cuda.synchronize()
+        got = [pooled(tokens(x), x["attention_mask"], "mean", True) for x in ready]
+    sync()
     out["gpu_only"] = time.perf_counter() - t
     t = time.perf_counter()
     for v in got:

@@ -14,6 +14,7 @@ comparing its vectors with the loaded model's own (``passes_loader``).
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,6 +23,8 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn import functional
+
+log = logging.getLogger(__name__)
 
 # our parameter → the checkpoint's (BertModel's names; "bert." before them in a BertFor* one)
 _EMBEDDINGS = {
@@ -112,10 +115,16 @@ def load(folder: str | Path) -> BertEncoder | None:
     weights = folder / "model.safetensors"
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        # a config that leaves sizes to BertConfig's defaults goes through transformers
+        if not weights.is_file() or not isinstance(config, dict) or not supported(config):
+            return None
+        return _load(weights, config)
+    except Exception:  # unreadable, or shaped otherwise: transformers loads it (or says why not)
+        log.debug("bert encoder: %s not loaded here", folder, exc_info=True)
         return None
-    if not weights.is_file() or not isinstance(config, dict) or not supported(config):
-        return None
+
+
+def _load(weights: Path, config: Mapping[str, Any]) -> BertEncoder | None:
     from safetensors.torch import load_file
 
     stored = load_file(str(weights))

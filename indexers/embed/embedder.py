@@ -238,7 +238,8 @@ class Tokenizers:
         if bounds is None or self.words is None:
             return self.passages([c.embed_text for c in chunks])
         first, last = bounds
-        joins = not self.passage_prefix or self.passage_prefix[-1].isspace()
+        # a prefix that ends in whitespace BERT also splits at (not one its normaliser drops)
+        joins = not self.passage_prefix or self.passage_prefix[-1] in " \t\n\r"
         titles = sorted({c.title for c in chunks if c.title})
         heads = dict(zip(titles, self.words.ids([self._prefixed(t) for t in titles]), strict=True))
         bare = self.words.ids([self.passage_prefix])[0] if self.passage_prefix else []

@@ -82,6 +82,8 @@ class WordIds:
         parts = (backend.normalizer, backend.pre_tokenizer, backend.model)
         if [type(p).__name__ for p in parts] != ["BertNormalizer", "BertPreTokenizer", "WordPiece"]:
             return None
+        if not getattr(backend.normalizer, "clean_text", True):  # control characters kept in words
+            return None
         added = [t.content for t in backend.get_added_tokens_decoder().values()]
         return cls(encode, added)
 

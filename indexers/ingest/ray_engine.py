@@ -183,19 +183,23 @@ def collector_paused() -> Iterator[None]:
 
 # How far the CPU tasks (prepare, build) step back: on a GPU machine they take every core, and
 # the work that must not wait for them is elsewhere: the embedding actors loading their model
-# (imports, CUDA: ~7 s on an idle H200 machine, twice that among fifteen busy workers) and the
-# owner, one thread adopting what every worker builds. At nice 10 a task gets ~1/9 of a core
-# that one of those also wants, and all of any core they leave idle (Linux; elsewhere a no-op).
+# (imports, CUDA) and feeding the GPU. Ray starts its workers, actors included, at nice 15 (the
+# driver, where the owner adopts, stays at 0); a task's thread goes to nice 19, the floor, which
+# gives an actor ~2.4 times its share of a core both want, and the task all of any core left
+# idle (Linux; elsewhere a no-op). Where prepare runs inside an embedding actor (CPU only: Ray
+# fuses them) nothing steps back: the model is the work there.
 BACKGROUND_NICE = 10
-_stepped_back: set[int] = set()  # native ids of the threads already lowered (once each)
+_thread = threading.local()  # .stepped_back: this thread was lowered (a new thread starts anew)
+_in_actor = False  # this process holds an EmbedActor
 
 
 def step_back() -> None:
-    """Lower the calling thread's priority by ``BACKGROUND_NICE``, once per thread."""
-    tid = threading.get_native_id()
-    if tid not in _stepped_back:
-        _stepped_back.add(tid)
-        lower_priority(BACKGROUND_NICE)
+    """Lower the calling thread's priority by ``BACKGROUND_NICE`` (capped at nice 19), once per
+    thread, unless this process is an embedding actor."""
+    if _in_actor or getattr(_thread, "stepped_back", False):
+        return
+    _thread.stepped_back = True
+    lower_priority(BACKGROUND_NICE)
 
 
 def prepare_units(batch: dict[str, Any], spec: Spec) -> dict[str, Any]:
@@ -293,6 +297,8 @@ class EmbedActor:
     def __init__(
         self, make_embedder: Callable[[], PassEmbedder], threads: int | None = None, preload: bool = False
     ) -> None:
+        global _in_actor
+        _in_actor = True  # prepare fused into this actor (CPU only) does not step back
         self._make = make_embedder
         self._threads = threads
         self._embedder: PassEmbedder | None = None

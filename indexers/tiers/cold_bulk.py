@@ -198,7 +198,8 @@ class BulkLoads:
                     seqs, first = np.unique(seqs[::-1], return_index=True)  # its last copy
                     vecs = vecs[::-1][first]
                 for step, seconds in vectors.build(seqs, vecs, self._kmeans).items():
-                    self.bulk_seconds[f"vectors_{step}"] = seconds
+                    key = f"vectors_{step}"
+                    self.bulk_seconds[key] = self.bulk_seconds.get(key, 0.0) + seconds
                 saving = time.perf_counter()
                 vectors.save(store.version())
                 self._spent("vectors_save", saving)

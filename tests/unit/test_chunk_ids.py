@@ -57,7 +57,8 @@ def documents() -> list[Document]:
     return shipped + made
 
 
-@pytest.mark.parametrize("prefix", ["", "passage: ", "query:"])
+# "query:" and "p\x1f" (Python calls it whitespace, BERT's normaliser drops it) join the text
+@pytest.mark.parametrize("prefix", ["", "passage: ", "query:", "p\x1f"])
 @pytest.mark.parametrize("sizes", [(240, 0), (64, 16), (12, 4)])
 def test_joined_ids_are_the_tokenizers_own(tok: Tokenizers, prefix: str, sizes: tuple[int, int]) -> None:
     tokenizers = dataclasses.replace(tok, passage_prefix=prefix)
@@ -99,3 +100,21 @@ def test_any_text(tok: Tokenizers, texts: list[str], titled: bool) -> None:
     pairs = [pair for doc in chunker.chunk_many_ids(docs) for pair in doc]
     chunks = [c for c, _ in pairs]
     assert tok.chunk_passages(chunks, [i for _, i in pairs]) == tok.passages([c.embed_text for c in chunks])
+
+
+def test_no_word_memo_for_a_tokenizer_that_keeps_control_characters(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    """Sentences are split and stripped at what Python calls whitespace (\x1c-\x1f too); a BERT
+    normaliser without ``clean_text`` keeps those inside words, so neither the memo by word nor
+    the joined ids would be its ids: such a tokenizer gets neither."""
+    import copy
+
+    from tokenizers.normalizers import BertNormalizer
+
+    from indexers.embed.embedder import word_ids
+
+    counter = copy.deepcopy(embedder.tokenizers().counter)
+    assert word_ids(counter) is not None
+    counter.backend_tokenizer.normalizer = BertNormalizer(clean_text=False, lowercase=True)
+    assert word_ids(counter) is None

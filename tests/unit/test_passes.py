@@ -176,6 +176,12 @@ def test_another_configuration_goes_through_transformers(tmp_path: Path, sample_
     ids = model.tokenizers().passages([d.text for d in sample_docs])
     assert np.abs(light.embed_ids(ids) - model.embed_ids(ids)).max() <= 1e-6
 
+    sparse = _model_copy(tmp_path / "sparse")  # sizes left to BertConfig's defaults
+    config = json.loads((sparse / "config.json").read_text())
+    del config["max_position_embeddings"]
+    (sparse / "config.json").write_text(json.dumps(config))
+    assert bert.load(sparse) is None
+
     torn = _model_copy(tmp_path / "torn")
     from safetensors.torch import load_file, save_file
 

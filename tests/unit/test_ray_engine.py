@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from indexers.embed.embedder import AsyncEmbedder, SentenceTransformerEmbedder, count_tokens
+from indexers.ingest import ray_engine as engine
 from indexers.ingest.load import LoadOptions, load_paths
 from indexers.ingest.pipeline import Pipeline
 from indexers.ingest.prepare import chunk_documents, with_structure
@@ -576,10 +577,13 @@ async def test_documents_of_a_failed_tantivy_commit_are_never_acknowledged(
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
-def test_cpu_tasks_step_back_once_per_thread_and_leave_other_threads_alone() -> None:
+def test_cpu_tasks_step_back_once_per_thread_and_leave_other_threads_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Prepare and build tasks run below the embedding actors and the owner (who must not wait
     for them), by ``BACKGROUND_NICE`` exactly: a worker runs many tasks, and lowering again on
     each would sink it to the floor."""
+    monkeypatch.setattr(engine, "_in_actor", False)  # an actor made by an earlier test set it
     seen: list[int] = []
 
     def task() -> None:
@@ -595,3 +599,22 @@ def test_cpu_tasks_step_back_once_per_thread_and_leave_other_threads_alone() -> 
     worker.join()
     assert seen[1] == min(19, seen[0] + BACKGROUND_NICE)
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == here
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+def test_an_embedding_actors_thread_never_steps_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On CPUs Ray runs prepare inside the embedding actor: the model, not prepare, is the work."""
+    monkeypatch.setattr(engine, "_in_actor", False)
+    seen: list[int] = []
+
+    def actor() -> None:
+        engine.EmbedActor(lambda: None, threads=1)  # type: ignore[arg-type, return-value]
+        tid = threading.get_native_id()
+        before = os.getpriority(os.PRIO_PROCESS, tid)
+        step_back()
+        seen.extend([before, os.getpriority(os.PRIO_PROCESS, tid)])
+
+    worker = threading.Thread(target=actor)
+    worker.start()
+    worker.join()
+    assert seen and seen[0] == seen[1]
