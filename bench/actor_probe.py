@@ -73,8 +73,8 @@ def main() -> None:
         out[f"embed_ids_{run}"] = time.perf_counter() - t
     out["chunks_per_s"] = args.chunks / min(out[f"embed_ids_{r}"] for r in range(3))
     # split: host work (padding, tensors) and the GPU alone on tensors already there
-    from indexers.embed.embedder import tensors, token_batches
     from indexers.embed.passes import pooled
+    from indexers.embed.tokens import tensors, token_batches
 
     batches = list(
         token_batches([len(r) for r in rows], max_batch=args.max_batch, max_tokens=args.max_batch_tokens)

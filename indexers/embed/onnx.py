@@ -20,7 +20,8 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
-from indexers.embed.embedder import PassEmbedder, pad, resolve_model, untruncated
+from indexers.embed.embedder import PassEmbedder, resolve_model
+from indexers.embed.tokens import pad, untruncated
 from indexers.records import Vector
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from indexers.embed.embedder import PassEmbedder, Tokenizers, resolve_device, tensors
+from indexers.embed.embedder import PassEmbedder, resolve_device
+from indexers.embed.tokens import Tokenizers, tensors
 from indexers.records import Vector
 
 log = logging.getLogger(__name__)

@@ -2,8 +2,8 @@
 
     units ─ prepare (CPU tasks) ─ embed (actor pool: one per GPU, or CPU actors) ─ build (CPU tasks) ─ owner
 
-* **units**: the input cut into pieces of about ``unit_mb`` (line-aligned byte ranges of a JSONL
-  file, groups of one-document files); a gzip file is one unit.
+* **units** (``indexers.ingest.units``): the input cut into pieces of about ``unit_mb``
+  (line-aligned byte ranges of a JSONL file, groups of one-document files); a gzip file is one unit.
 * **prepare** (``prepare_units``): load, fingerprint and place each document; read what the tiers
   hold of it where a worker can (the embedded cold tier's SQLite, read-only; a server through its
   own client; nothing from a tier that was empty when the run began); skip unchanged
@@ -26,16 +26,14 @@ acknowledged documents unchanged and finishes the rest; an unadopted segment is 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as dt
 import gc
 import itertools
-import json
 import pickle
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,8 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from indexers.embed.embedder import PassEmbedder, Tokenizers
-from indexers.ingest.load import LoadFailure, LoadOptions, iter_files, load_any, parse_record
+from indexers.embed.embedder import PassEmbedder
+from indexers.embed.tokens import Tokenizers
+from indexers.ingest.load import LoadFailure, LoadOptions
 from indexers.ingest.prepare import (
     Diff,
     chunk_documents_ids,
@@ -55,6 +54,7 @@ from indexers.ingest.prepare import (
 )
 from indexers.ingest.ray_tiers import Lookup, Server
 from indexers.ingest.results import DocResult, Placement, place
+from indexers.ingest.units import Unit, read_unit
 from indexers.records import Chunk, Document, EmbeddedChunk, TierName
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
@@ -63,76 +63,6 @@ from indexers.tiers.edge_shard import point_parts
 from indexers.workers import lower_priority
 
 Row = dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Unit:
-    """A piece of the input: ``path``'s bytes [start, end) (end -1: to the end), or files."""
-
-    path: str = ""
-    root: str = ""
-    start: int = 0
-    end: int = -1
-    files: tuple[tuple[str, str], ...] = ()
-
-    @classmethod
-    def of(cls, raw: str) -> Unit:
-        """From its JSON form (how units travel in Ray Data rows)."""
-        unit = cls(**json.loads(raw))
-        return dataclasses.replace(unit, files=tuple((f[0], f[1]) for f in unit.files))
-
-
-def plan_units(paths: Iterable[Path], options: LoadOptions, unit_bytes: int) -> list[Unit]:
-    units: list[Unit] = []
-    group: list[tuple[str, str]] = []
-    size = 0
-    for path, root in iter_files(paths, options):
-        name = path.name.lower()
-        if name.endswith((".jsonl", ".ndjson")):
-            total = path.stat().st_size
-            units += [
-                Unit(str(path), str(root), s, min(s + unit_bytes, total))
-                for s in range(0, max(total, 1), unit_bytes)
-            ]
-        elif name.endswith(".gz"):
-            units.append(Unit(str(path), str(root)))
-        else:
-            group.append((str(path), str(root)))
-            size += path.stat().st_size
-            if size >= unit_bytes:
-                units.append(Unit(files=tuple(group)))
-                group, size = [], 0
-    if group:
-        units.append(Unit(files=tuple(group)))
-    return units
-
-
-def read_unit(unit: Unit, options: LoadOptions) -> Iterator[Document | LoadFailure]:
-    for path, root in unit.files:
-        yield from load_any(Path(path), Path(root), options)
-    if not unit.path:
-        return
-    if unit.end < 0:
-        yield from load_any(Path(unit.path), Path(unit.root), options)
-        return
-    with Path(unit.path).open("rb") as f:  # lines that start inside [start, end)
-        if unit.start > 0:
-            f.seek(unit.start - 1)
-            f.readline()  # the line under way at ``start`` belongs to the unit before
-        while f.tell() < unit.end:
-            at = f.tell()
-            line = f.readline()
-            if not line:
-                break
-            if len(line) > options.max_bytes:
-                yield LoadFailure(f"{unit.path}@{at}", "line over the size limit")
-            elif line.strip():
-                try:
-                    yield parse_record(
-                        line.decode("utf-8"), f"{unit.path}@{at}", options.tenant, options.fields
-                    )
-                except UnicodeDecodeError as exc:
-                    yield LoadFailure(f"{unit.path}@{at}", f"cannot read: {exc}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,18 +25,11 @@ from typing import Any, cast
 from indexers.embed.embedder import AsyncEmbedder, Embedder, PassEmbedder
 from indexers.ingest.load import LoadOptions
 from indexers.ingest.pipeline import Pipeline
-from indexers.ingest.ray_engine import (
-    EmbedActor,
-    Spec,
-    Unit,
-    build_segments,
-    plan_units,
-    prepare_units,
-    read_unit,
-)
+from indexers.ingest.ray_engine import EmbedActor, Spec, build_segments, prepare_units
 from indexers.ingest.ray_owner import Key, Writer
 from indexers.ingest.ray_tiers import Lookup, Server
 from indexers.ingest.results import DocResult, IngestReport, OnBatch, Placement
+from indexers.ingest.units import Unit, plan_units, read_unit
 from indexers.records import Document, TierName
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer

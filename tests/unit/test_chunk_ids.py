@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from indexers.embed.embedder import SentenceTransformerEmbedder, Tokenizers
+from indexers.embed.embedder import SentenceTransformerEmbedder
+from indexers.embed.tokens import Tokenizers
 from indexers.ingest.load import load_paths
 from indexers.records import Document
 from indexers.text.chunk import Chunker
@@ -112,7 +113,7 @@ def test_no_word_memo_for_a_tokenizer_that_keeps_control_characters(
 
     from tokenizers.normalizers import BertNormalizer
 
-    from indexers.embed.embedder import word_ids
+    from indexers.embed.tokens import word_ids
 
     counter = copy.deepcopy(embedder.tokenizers().counter)
     assert word_ids(counter) is not None

@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from indexers.embed import bert, passes
-from indexers.embed.embedder import SentenceTransformerEmbedder, packaged_model_path, pad
+from indexers.embed.embedder import SentenceTransformerEmbedder, packaged_model_path
 from indexers.embed.passes import TransformerPasses
+from indexers.embed.tokens import pad
 from indexers.records import Document
 
 

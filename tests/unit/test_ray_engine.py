@@ -16,13 +16,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from indexers.embed.embedder import AsyncEmbedder, SentenceTransformerEmbedder, count_tokens
+from indexers.embed.embedder import AsyncEmbedder, SentenceTransformerEmbedder
+from indexers.embed.tokens import count_tokens
 from indexers.ingest import ray_engine as engine
 from indexers.ingest.load import LoadOptions, load_paths
 from indexers.ingest.pipeline import Pipeline
 from indexers.ingest.prepare import chunk_documents, with_structure
-from indexers.ingest.ray_engine import BACKGROUND_NICE, plan_units, read_unit, step_back
+from indexers.ingest.ray_engine import BACKGROUND_NICE, step_back
 from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
+from indexers.ingest.units import plan_units, read_unit
 from indexers.records import Chunk, Document, EmbeddedChunk, TierName
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer

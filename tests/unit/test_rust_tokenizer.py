@@ -10,8 +10,9 @@ import sys
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
 
-from indexers.embed.embedder import SentenceTransformerEmbedder, Tokenizers
+from indexers.embed.embedder import SentenceTransformerEmbedder
 from indexers.embed.rust_tokenizer import RustTokenizer
+from indexers.embed.tokens import Tokenizers
 from tests.unit.test_wordpiece import HOSTILE, shipped_texts
 
 
@@ -86,7 +87,8 @@ def test_special_tokens_split_as_words_stay_split() -> None:
     tokenizer's JSON (and so its pickle) leaves that setting out."""
     from transformers import AutoTokenizer
 
-    from indexers.embed.embedder import packaged_model_path, plain_ids, untruncated
+    from indexers.embed.embedder import packaged_model_path
+    from indexers.embed.tokens import plain_ids, untruncated
 
     wrapper = AutoTokenizer.from_pretrained(str(packaged_model_path()), split_special_tokens=True)
     light = pickle.loads(pickle.dumps(RustTokenizer.of(wrapper)))

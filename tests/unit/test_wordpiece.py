@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from indexers.embed.embedder import SentenceTransformerEmbedder, Tokenizers, plain_ids
+from indexers.embed.embedder import SentenceTransformerEmbedder
+from indexers.embed.tokens import Tokenizers, plain_ids
 from indexers.embed.wordpiece import WordIds
 
 DATA = Path(__file__).resolve().parents[2] / "data"
