@@ -147,7 +147,10 @@ class BulkLoads:
             raise RuntimeError("cold tier: feeding tantivy failed; writes wait for the bulk load's end")
 
     def _spent(self, stage: str, began: float) -> None:
-        self.bulk_seconds[stage] = self.bulk_seconds.get(stage, 0.0) + time.perf_counter() - began
+        self._add(stage, time.perf_counter() - began)
+
+    def _add(self, stage: str, seconds: float) -> None:
+        self.bulk_seconds[stage] = self.bulk_seconds.get(stage, 0.0) + seconds
 
     def bulk_commit(self) -> None:
         """Make what was adopted so far searchable by terms and durable in tantivy."""
@@ -198,8 +201,7 @@ class BulkLoads:
                     seqs, first = np.unique(seqs[::-1], return_index=True)  # its last copy
                     vecs = vecs[::-1][first]
                 for step, seconds in vectors.build(seqs, vecs, self._kmeans).items():
-                    key = f"vectors_{step}"
-                    self.bulk_seconds[key] = self.bulk_seconds.get(key, 0.0) + seconds
+                    self._add(f"vectors_{step}", seconds)
                 saving = time.perf_counter()
                 vectors.save(store.version())
                 self._spent("vectors_save", saving)
