@@ -174,41 +174,62 @@ class BulkLoads:
         self._spent("lexical", began)
 
     def bulk_end(self) -> None:
-        """Commit tantivy, bring FAISS up to date (a rebuild when the kind of index changes).
-        When feeding tantivy failed, what it took since its last commit is rolled back and both
-        indexes catch up from SQLite (which holds every adopted row); the failure is raised."""
-        failed: Exception | None = None
-        try:
-            self.bulk_commit()
-        except Exception as exc:
-            failed = exc
-        self._feeding = []  # all done (the commit ran after them): reported here, not by later writes
+        """Commit tantivy and, beside that commit, build FAISS from the adopted vectors (or bring
+        it up to date from SQLite). When feeding tantivy failed, what it took since its last
+        commit is rolled back and it catches up from SQLite (which holds every adopted row); the
+        failure is raised."""
+        committing = self.bulk_commit_later()  # in the feeder's thread, FAISS's build in this one
         store, lexical, vectors = self._parts()
         with store.write_lock:  # the bulk writer stays (its merges finish in the background)
             self._bulk = False
             store.writer.execute("PRAGMA cache_size=-2000")  # SQLite's default, 2 MiB
+            fed = self._fed(before=committing)
+            adopted, self._adopted = self._adopted, None
+            began = time.perf_counter()
+            built = False
+            if fed and adopted and tombstones(store) == self._tombstones_before:  # nothing deleted
+                self._build_vectors(store, vectors, adopted)  # every adopted vector was read back
+                built = True
+            self._spent("vectors", began)
+            failed: Exception | None = None
+            try:
+                committing.result()
+            except Exception as exc:
+                failed = exc
+            self._feeding = []  # all done (the commit ran after them): reported here, not by later writes
             if failed is not None:
                 lexical.writer.rollback()
-                self._adopted = None  # below: the catch-up, from the watermarks
-            began = time.perf_counter()
-            adopted, self._adopted = self._adopted, None
-            if failed is None and store.version() == self._version_before:
-                pass  # nothing written since the start (a re-run): FAISS is as it was
-            elif adopted and tombstones(store) == self._tombstones_before:  # nothing deleted since
-                seqs = np.concatenate([s for s, _ in adopted])
-                vecs = np.concatenate([v for _, v in adopted])
-                if len(seqs) > 1 and not bool(np.all(seqs[1:] > seqs[:-1])):  # a seq adopted twice
-                    seqs, first = np.unique(seqs[::-1], return_index=True)  # its last copy
-                    vecs = vecs[::-1][first]
-                for step, seconds in vectors.build(seqs, vecs, self._kmeans).items():
-                    self._add(f"vectors_{step}", seconds)
-                saving = time.perf_counter()
-                vectors.save(store.version())
-                self._spent("vectors_save", saving)
-            else:
-                vectors.load()
-                self._catch_up(store, lexical, vectors)
-            self._spent("vectors", began)
+            if failed is not None or (not built and store.version() != self._version_before):
+                began = time.perf_counter()
+                self._catch_up(store, lexical, vectors)  # a re-run that wrote nothing skips it
+                self._spent("vectors", began)
             self._feed_failed = None  # tantivy caught up: other writes may go on
         if failed is not None:
             raise failed
+
+    def _fed(self, before: Future[None]) -> bool:
+        """Wait for the feeds queued before the future ``before``; whether they all succeeded."""
+        ok = True
+        for future in self._feeding:
+            if future is before:
+                break
+            try:
+                future.result()
+            except Exception:
+                ok = False  # raised by the commit queued after it (``_commit_fed``)
+        return ok
+
+    def _build_vectors(
+        self, store: Store, vectors: VectorIndex, adopted: list[tuple[np.ndarray[Any, Any], Vector]]
+    ) -> None:
+        """FAISS anew from the vectors adopted into an empty tier, and saved."""
+        seqs = np.concatenate([s for s, _ in adopted])
+        vecs = np.concatenate([v for _, v in adopted])
+        if len(seqs) > 1 and not bool(np.all(seqs[1:] > seqs[:-1])):  # a seq adopted twice
+            seqs, first = np.unique(seqs[::-1], return_index=True)  # its last copy
+            vecs = vecs[::-1][first]
+        for step, seconds in vectors.build(seqs, vecs, self._kmeans).items():
+            self._add(f"vectors_{step}", seconds)
+        saving = time.perf_counter()
+        vectors.save(store.version())
+        self._spent("vectors_save", saving)

@@ -16,6 +16,11 @@ from indexers.records import Vector
 from indexers.tiers.cold_store import write_atomic
 
 KMeans = Callable[[Vector, int], Vector]
+# Vectors the scalar quantizer learns its ranges from (per dimension, of the residuals to the
+# lists' centroids) when the lists were trained elsewhere: FAISS assigns each training vector to
+# its list on the CPU first, which over 256 vectors a list was most of the index build at 2M
+# chunks. 65,536 measured the same recall as the whole sample (docs/benchmarks.md).
+ENCODER_SAMPLE = 65_536
 
 
 class VectorIndex:
@@ -47,7 +52,7 @@ class VectorIndex:
     ) -> dict[str, float]:
         """A fresh index of these vectors; ``kmeans`` (sample, lists) → centroids trains the IVF
         lists elsewhere (a GPU) instead of FAISS's k-means on the CPU. Returns the seconds its
-        steps took: "train" (sampling, k-means, the quantizer) and "add"."""
+        steps took: "train" (sampling, k-means, the quantizer; "kmeans" alone too) and "add"."""
         n = len(seqs)
         began = time.perf_counter()
         steps: dict[str, float] = {}
@@ -61,9 +66,13 @@ class VectorIndex:
             )
             sample = vectors[np.random.default_rng(0).permutation(n)[: 256 * nlist]]
             if kmeans is not None:  # a trained quantizer of nlist points: train() skips k-means
+                lists_began = time.perf_counter()
                 centroids = np.ascontiguousarray(kmeans(sample, nlist), dtype=np.float32)
+                steps["kmeans"] = time.perf_counter() - lists_began
                 quantizer.add(centroids)
-            index.train(sample)
+                index.train(sample[:ENCODER_SAMPLE])  # the sample is shuffled already
+            else:
+                index.train(sample)
             index.nprobe = max(8, nlist // 16)
             steps["train"] = time.perf_counter() - began
             began = time.perf_counter()

@@ -130,3 +130,56 @@ def test_after_a_failed_feed_other_writes_wait_for_the_end(
     cold.upsert([item])
     assert _searchable(cold, analyzer.terms("gamma")[0]) == 1
     cold.close()
+
+
+def test_after_a_feed_failed_reading_back_faiss_still_gets_every_adopted_vector(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The end builds FAISS from the vectors the feeds read back, beside tantivy's last commit;
+    a feed that failed before reading its rows leaves that set short, so FAISS is brought up to
+    date from SQLite instead, and holds every adopted row."""
+    from indexers.tiers import cold_bulk
+
+    analyzer = Analyzer()
+    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
+    cold.ensure()
+    cold.bulk_begin(threads=1)
+    cold.adopt([_segment(tmp_path / "a.segment", ["alpha"], analyzer)])
+    cold.bulk_commit_later().result()
+
+    def unreadable(*args: object, **kwargs: object) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(cold_bulk, "lexical_rows", unreadable)
+    cold.adopt([_segment(tmp_path / "b.segment", ["beta", "delta"], analyzer)])
+    cold.bulk_commit_later().exception()
+    monkeypatch.undo()
+    with pytest.raises(RuntimeError, match="not committed"):
+        cold.bulk_end()
+    assert cold._parts()[2].index.ntotal == 3
+    assert _searchable(cold, analyzer.terms("delta")[0]) == 1
+    cold.close()
+
+
+def test_when_the_last_commit_fails_faiss_is_built_and_tantivy_catches_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    analyzer = Analyzer()
+    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
+    cold.ensure()
+    cold.bulk_begin(threads=1)
+    cold.adopt([_segment(tmp_path / "a.segment", ["alpha", "beta"], analyzer)])
+    lexical = cold._parts()[1]
+    real_commit = lexical.commit
+
+    def fails_once(version: int) -> None:
+        monkeypatch.setattr(lexical, "commit", real_commit)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(lexical, "commit", fails_once)
+    with pytest.raises(OSError):
+        cold.bulk_end()
+    assert cold._parts()[2].index.ntotal == 2
+    assert lexical.watermark() == cold._parts()[0].version()
+    assert _searchable(cold, analyzer.terms("beta")[0]) == 1
+    cold.close()

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import faiss
+import pytest
 import numpy as np
 
+from indexers.tiers import cold_vectors
 from indexers.tiers.cold_vectors import VectorIndex
 from indexers.tiers.kmeans import TorchKMeans  # torch: a core dependency
 
@@ -40,3 +42,24 @@ def test_lists_assigned_by_torch_hold_what_faiss_would_put_there(tmp_path: Path)
     got = {seq for q in queries for seq, _ in ours.search(q, 10, None, exact=True)}
     want = {seq for q in queries for seq, _ in theirs.search(q, 10, None, exact=True)}
     assert len(got & want) >= 0.98 * len(want)
+
+
+def test_quantizer_trained_on_a_bounded_sample_finds_the_same_neighbours(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the lists trained elsewhere, the scalar quantizer learns its ranges from the first
+    ``ENCODER_SAMPLE`` vectors of the shuffled sample: the index finds what the whole exact
+    search finds (the vectors themselves, and most of their neighbours)."""
+    dim, n = 32, 6000
+    x, seqs = unit_vectors(n, dim, 2), np.arange(n, dtype=np.int64)
+    monkeypatch.setattr(cold_vectors, "ENCODER_SAMPLE", 300)
+    trained = cold_vectors.VectorIndex(tmp_path / "c.faiss", dim, ivf_threshold=1000)
+    steps = trained.build(seqs, x, TorchKMeans("cpu", rounds=4))
+    assert {"train", "kmeans", "add"} <= set(steps)
+    exact = faiss.IndexFlatIP(dim)
+    exact.add(x)
+    _, want = exact.search(x[:100], 10)
+    got = [[seq for seq, _ in trained.search(q, 10, None, exact=True)] for q in x[:100]]
+    assert [g[0] for g in got] == list(range(100))  # each vector is its own nearest
+    overlap = np.mean([len(set(g) & set(w.tolist())) / 10 for g, w in zip(got, want, strict=True)])
+    assert overlap >= 0.9
