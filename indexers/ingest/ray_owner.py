@@ -14,6 +14,7 @@ document id met in more than one row is compared again after the run (``redo``).
 from __future__ import annotations
 
 import asyncio
+import operator
 import pickle
 import time
 from collections import deque
@@ -110,12 +111,14 @@ class Writer:
         stale = {(t, tenant, cid) for t, tenant, cid in row["stale"]}
         rewritten: set[Key] = set()  # documents held whose chunks this row replaced by others
         for tenant, doc_id, tier, new in checks:
+            mine = held.get((tenant, doc_id))
+            if not mine:  # nothing held that no worker saw (a rerun: every document)
+                continue
             keep = {(tier, cid) for cid, _ in new}
-            mine = held.get((tenant, doc_id), {})
             for where, cid in mine:
                 if (where, cid) not in keep and (new or where != tier):
                     stale.add((where, tenant, cid))
-            if mine and any(mine.get((tier, cid)) != h for cid, h in new):
+            if any(mine.get((tier, cid)) != h for cid, h in new):
                 rewritten.add((tenant, doc_id))
         if stale and path:  # the new chunks (in this row's segment) are in before any goes
             await self._adopt()
@@ -123,27 +126,37 @@ class Writer:
         await self._delete(stale)
         report.timed("write", began)
         report.finished("write", time.time() - self._t0)
-        self._seen.update((t, d) for t, d, _, _ in checks)
+        self._seen.update(map(_doc_key, checks))
         written = {(e.chunk.tenant, e.chunk.doc_id) for _, e, _ in hot} | rewritten
-        restated = []
-        for found, r in zip(results, _restated(results, held, stale, written), strict=True):
-            doc: Key = (r.tenant or "", r.id)
-            # a copy withheld earlier is reported as it was found: the redo is for the last copy,
-            # and a later copy written here in order is the last so far (no redo for it then)
-            earlier = self.withheld.pop(doc, None)
-            restated += [earlier] if earlier is not None else []
-            if self._repeated(found.status, r, row["unit"], again):
-                self.withheld[doc] = r
-            else:
-                self.redo.pop(doc, None)
-                restated.append(r)
-        self._unadopted += restated
+        now = _restated(results, held, stale, written)
+        if again or self.withheld or self.redo:
+            self._unadopted += self._copies(results, now, row["unit"], again)
+        else:  # no document id met twice so far (the common case): each as found
+            self._unadopted += now
         if len(self._segments) >= ADOPT_GROUP:
             await self._adopt()
         served = int(row["served_rows"])  # written to server tiers by a worker, acknowledged
         self._pending.chunks += cold_n + len(hot) + served
         report.chunks_written += cold_n + len(hot) + served
         report.chunks_embedded += cold_n + len(embedded) + served
+
+    def _copies(
+        self, found: list[DocResult], now: list[DocResult], unit: str, again: set[Key]
+    ) -> list[DocResult]:
+        """The results to report of a row holding ids met before: a copy withheld earlier is
+        reported as it was found (the redo is for the last copy), and a later copy written
+        here in order is the last so far (no redo for it then)."""
+        out = []
+        for was, r in zip(found, now, strict=True):
+            doc: Key = (r.tenant or "", r.id)
+            earlier = self.withheld.pop(doc, None)
+            out += [earlier] if earlier is not None else []
+            if self._repeated(was.status, r, unit, again):
+                self.withheld[doc] = r
+            else:
+                self.redo.pop(doc, None)
+                out.append(r)
+        return out
 
     async def _adopt(self) -> None:
         """The cold tier adopts the segments received since the last time, in one transaction."""
@@ -247,6 +260,9 @@ class Writer:
                     await done
 
 
+_doc_key = operator.itemgetter(0, 1)  # a check's (tenant, doc id)
+
+
 def _held_hash(
     held: Mapping[Key, Mapping[tuple[TierName, str], str]], tier: TierName, e: EmbeddedChunk
 ) -> str:
@@ -270,5 +286,6 @@ def _restated(
             status = "updated" if changed else "unchanged"
         elif r.status == "unchanged" and key in gone:
             status = "updated"
-        out.append(DocResult(r.id, status, r.chunks, r.tier, r.error, r.tenant))
+        # as the worker found it, mostly (a rerun: every document unchanged): the same object
+        out.append(r if status == r.status else DocResult(r.id, status, r.chunks, r.tier, r.error, r.tenant))
     return out
