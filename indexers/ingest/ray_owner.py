@@ -73,6 +73,7 @@ class Writer:
         self._pending = _Pending()  # results whose chunks are in: acknowledged at the next commit
         # commits under way (None: nothing for tantivy to commit) and the results they make durable
         self._committing: deque[tuple[Future[None] | None, _Pending]] = deque()
+        self._uncommitted = False  # segments adopted since the last commit was queued
         self._t0 = time.time()  # the run's start on the wall clock the workers' "<stage>_at" use
 
     async def write(self, batch: dict[str, Any]) -> None:
@@ -171,6 +172,7 @@ class Writer:
                 raise
             for path in segments:
                 await asyncio.to_thread(path.unlink, missing_ok=True)
+            self._uncommitted = True
             self._report.timed("write", began)
         self._pending.results += self._unadopted
         self._unadopted = []
@@ -230,7 +232,10 @@ class Writer:
         (``_acknowledge``): durable and searchable."""
         await self._adopt()
         pending, self._pending = self._pending, _Pending()
-        future = self._cold.local.bulk_commit_later() if self._cold is not None else None
+        future = None
+        if self._cold is not None and self._uncommitted:
+            future = self._cold.local.bulk_commit_later()
+            self._uncommitted = False
         self._committing.append((future, pending))
         await self._acknowledge(wait=False)
 

@@ -167,20 +167,32 @@ class RayPipeline:
                     await writer.write(batch)
                     report.seconds = time.perf_counter() - started
         finally:
+            await self._finish(writer, report, segments)
+        if writer.redo and not report.cancelled:
+            await self._redo(writer.redo, writer.withheld, load, placement, report, on_batch, collect)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    async def _finish(self, writer: Writer, report: IngestReport, segments: Path) -> None:
+        """The last rows adopted and their tantivy commit queued; then the cold tier leaves bulk
+        mode (FAISS built beside that commit) while the owner acknowledges each commit as it
+        completes. Even when a commit failed, the tier leaves bulk mode and catches up."""
+        ending: asyncio.Future[None] | None = None
+        try:
+            await writer.commit()
+        finally:
+            if self._cold is not None:
+                ending = asyncio.ensure_future(asyncio.to_thread(self._cold.local.bulk_end))
             try:
-                await writer.finish()
-            finally:  # even when a commit failed: the tier leaves bulk mode and catches up
-                if self._cold is not None:
-                    await asyncio.to_thread(self._cold.local.bulk_end)
+                await writer.finish()  # nothing left to commit: acknowledges the queued commits
+            finally:
+                if ending is not None and self._cold is not None:
+                    await ending
                     for stage, seconds in self._cold.local.bulk_seconds.items():
                         report.stage_seconds[f"cold_{stage}"] = seconds
                     self._cold.local.bulk_seconds.clear()
                 for stray in [*segments.glob("*.segment*"), segments / "hot.lookup"]:
                     stray.unlink(missing_ok=True)
-        if writer.redo and not report.cancelled:
-            await self._redo(writer.redo, writer.withheld, load, placement, report, on_batch, collect)
-        report.seconds = time.perf_counter() - started
-        return report
 
     async def _redo(
         self,
