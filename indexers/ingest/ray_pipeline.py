@@ -191,8 +191,7 @@ class RayPipeline:
                     for stage, seconds in self._cold.local.bulk_seconds.items():
                         report.stage_seconds[f"cold_{stage}"] = seconds
                     self._cold.local.bulk_seconds.clear()
-                for stray in [*segments.glob("*.segment*"), segments / "hot.lookup"]:
-                    stray.unlink(missing_ok=True)
+                await asyncio.to_thread(_remove_strays, segments)
 
     async def _redo(
         self,
@@ -310,6 +309,12 @@ class RayPipeline:
         )
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=4):
             yield dict(batch)
+
+
+def _remove_strays(segments: Path) -> None:
+    """Segments no row adopted (a failed run) and the hot tier's lookup copy."""
+    for stray in [*segments.glob("*.segment*"), segments / "hot.lookup"]:
+        stray.unlink(missing_ok=True)
 
 
 def _as_written(result: DocResult, owner: DocResult | None) -> DocResult:

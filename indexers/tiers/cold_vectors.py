@@ -70,7 +70,7 @@ class VectorIndex:
                 centroids = np.ascontiguousarray(kmeans(sample, nlist), dtype=np.float32)
                 steps["kmeans"] = time.perf_counter() - lists_began
                 quantizer.add(centroids)
-                index.train(sample[:ENCODER_SAMPLE])  # the sample is shuffled already
+                self._train_encoder(index, sample[:ENCODER_SAMPLE], centroids, kmeans)  # shuffled
             else:
                 index.train(sample)
             index.nprobe = max(8, nlist // 16)
@@ -90,6 +90,20 @@ class VectorIndex:
             self.index = index
             self.dirty = True
         return steps
+
+    @staticmethod
+    def _train_encoder(index: Any, part: Vector, centroids: Vector, kmeans: KMeans) -> None:
+        """The scalar quantizer's ranges, from ``part``'s residuals to their lists' centroids:
+        with the lists found where k-means ran (``assign``) instead of by FAISS on the CPU
+        (``IndexIVF.train`` would, the quantizer already trained). The same ranges either way."""
+        assign = getattr(kmeans, "assign", None)
+        if assign is None:
+            index.train(part)
+            return
+        lists = np.ascontiguousarray(assign(part, centroids), dtype=np.int64)
+        x = np.ascontiguousarray(part - centroids[lists] if index.by_residual else part, dtype=np.float32)
+        index.train_encoder(len(x), faiss.swig_ptr(x), faiss.swig_ptr(lists))
+        index.is_trained = True
 
     def apply(self, seqs: Sequence[int], vectors: Vector, deleted: Sequence[int]) -> None:
         with self.lock:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import faiss
-import pytest
 import numpy as np
+import pytest
 
 from indexers.tiers import cold_vectors
 from indexers.tiers.cold_vectors import VectorIndex
@@ -63,3 +63,18 @@ def test_quantizer_trained_on_a_bounded_sample_finds_the_same_neighbours(
     assert [g[0] for g in got] == list(range(100))  # each vector is its own nearest
     overlap = np.mean([len(set(g) & set(w.tolist())) / 10 for g, w in zip(got, want, strict=True)])
     assert overlap >= 0.9
+
+
+def test_the_quantizer_trained_with_lists_from_torch_has_faiss_own_ranges(tmp_path: Path) -> None:
+    """The scalar quantizer's ranges learnt from residuals whose lists torch found are the
+    ones ``IndexIVF.train`` learns assigning them itself."""
+    dim, n = 16, 3000
+    x, seqs = unit_vectors(n, dim, 3), np.arange(n, dtype=np.int64)
+    kmeans = TorchKMeans("cpu", rounds=2)
+    ours = VectorIndex(tmp_path / "a.faiss", dim, ivf_threshold=1000)
+    ours.build(seqs, x, kmeans)
+    theirs = VectorIndex(tmp_path / "b.faiss", dim, ivf_threshold=1000)
+    theirs.build(seqs, x, lambda sample, k: kmeans(sample, k))  # no assign: FAISS trains it
+    assert ours.index.is_trained
+    ranges = [faiss.vector_to_array(i.index.sq.trained) for i in (ours, theirs)]
+    np.testing.assert_allclose(ranges[0], ranges[1], atol=1e-6)
