@@ -1,6 +1,7 @@
 """The embedded cold tier's bulk adoption as the table grows: rows a second, per step.
 
     python bench/cold_adopt.py --rows 1000000 --group 8 --out docs/bench-cold-adopt.json
+    python bench/cold_adopt.py --rows 500000 --page-size 16384   # the page size before 64 KB
 
 Builds segments of random-id chunks (random ids are what real corpora have: UUIDs, hashes,
 numbers in no order; they are what makes index maintenance grow with the table), each with a
@@ -28,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._common import emit, machine
 from indexers.records import Chunk, EmbeddedChunk
 from indexers.text.lexical import Analyzer
+from indexers.tiers import cold_segment, cold_store
 from indexers.tiers.cold_segment import write_segment
 from indexers.tiers.local_cold import LocalCold
 
@@ -59,7 +61,11 @@ def main() -> None:
     parser.add_argument("--step", type=int, default=200_000)
     parser.add_argument("--work", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--page-size", type=int, default=cold_store.PAGE_SIZE, help="SQLite page size of new files"
+    )
     args = parser.parse_args()
+    cold_store.PAGE_SIZE = cold_segment.PAGE_SIZE = args.page_size  # read when each file is made
     analyzer = Analyzer()
     with tempfile.TemporaryDirectory(dir=args.work) as tmp:
         built = segments(Path(tmp), args.rows, args.segment_rows, analyzer)
@@ -93,6 +99,7 @@ def main() -> None:
             "command": " ".join(["bench/cold_adopt.py", *sys.argv[1:]]),
             "rows": args.rows,
             "group": args.group,
+            "page_size": args.page_size,
             "seconds": round(seconds, 1),
             "rows_per_s": round(args.rows / seconds),
             "rows_per_s_by_step": steps,
