@@ -170,9 +170,9 @@ class Writer:
             except BaseException:
                 self._unadopted = []  # not in the tier: those documents are never acknowledged
                 raise
+            self._uncommitted = True
             for path in segments:
                 await asyncio.to_thread(path.unlink, missing_ok=True)
-            self._uncommitted = True
             self._report.timed("write", began)
         self._pending.results += self._unadopted
         self._unadopted = []

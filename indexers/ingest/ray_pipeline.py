@@ -176,22 +176,35 @@ class RayPipeline:
     async def _finish(self, writer: Writer, report: IngestReport, segments: Path) -> None:
         """The last rows adopted and their tantivy commit queued; then the cold tier leaves bulk
         mode (FAISS built beside that commit) while the owner acknowledges each commit as it
-        completes. Even when a commit failed, the tier leaves bulk mode and catches up."""
+        completes. When that last adoption or an earlier commit failed, the owner first
+        acknowledges what was committed, then the tier leaves bulk mode and catches up."""
         ending: asyncio.Future[None] | None = None
         try:
-            await writer.commit()
-        finally:
-            if self._cold is not None:
-                ending = asyncio.ensure_future(asyncio.to_thread(self._cold.local.bulk_end))
             try:
-                await writer.finish()  # nothing left to commit: acknowledges the queued commits
-            finally:
-                if ending is not None and self._cold is not None:
+                await writer.commit()
+            except BaseException:
+                await writer.finish()  # raises too, most likely: the first failure is chained
+                raise
+            ending = self._end_bulk()
+            await writer.finish()  # nothing adopted since: no commit queued, the queued ones waited
+        finally:
+            try:
+                if ending is None:
+                    ending = self._end_bulk()
+                if ending is not None:
                     await ending
+            finally:
+                if self._cold is not None:
                     for stage, seconds in self._cold.local.bulk_seconds.items():
                         report.stage_seconds[f"cold_{stage}"] = seconds
                     self._cold.local.bulk_seconds.clear()
                 await asyncio.to_thread(_remove_strays, segments)
+
+    def _end_bulk(self) -> asyncio.Future[None] | None:
+        """The cold tier's ``bulk_end``, started in a thread."""
+        if self._cold is None:
+            return None
+        return asyncio.ensure_future(asyncio.to_thread(self._cold.local.bulk_end))
 
     async def _redo(
         self,

@@ -183,13 +183,17 @@ class BulkLoads:
         with store.write_lock:  # the bulk writer stays (its merges finish in the background)
             self._bulk = False
             store.writer.execute("PRAGMA cache_size=-2000")  # SQLite's default, 2 MiB
-            fed = self._fed(before=committing)
+            # every feed before the commit done, none failed (a write since may have reported one)
+            fed = self._fed(before=committing) and self._feed_failed is None
             adopted, self._adopted = self._adopted, None
             began = time.perf_counter()
             built = False
             if fed and adopted and tombstones(store) == self._tombstones_before:  # nothing deleted
-                self._build_vectors(store, vectors, adopted)  # every adopted vector was read back
-                built = True
+                try:
+                    self._build_vectors(store, vectors, adopted)  # every adopted vector was read back
+                    built = True
+                except Exception:  # a GPU out of memory, say: FAISS catches up from SQLite below
+                    log.exception("cold tier: building FAISS from the adopted vectors failed")
             self._spent("vectors", began)
             failed: Exception | None = None
             try:

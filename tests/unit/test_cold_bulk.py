@@ -183,3 +183,57 @@ def test_when_the_last_commit_fails_faiss_is_built_and_tantivy_catches_up(
     assert lexical.watermark() == cold._parts()[0].version()
     assert _searchable(cold, analyzer.terms("beta")[0]) == 1
     cold.close()
+
+
+def test_a_feed_failure_a_delete_reported_first_still_leaves_faiss_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A delete (the owner removing stale chunks) reports a failed feed before the end does, and
+    clears what was queued; the end still knows the adopted vectors are short."""
+    from indexers.tiers import cold_bulk
+
+    analyzer = Analyzer()
+    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
+    cold.ensure()
+    cold.bulk_begin(threads=1)
+    cold.adopt([_segment(tmp_path / "a.segment", ["alpha"], analyzer)])
+    cold.bulk_commit_later().result()  # alpha's feed has read its vector back
+
+    def unreadable(*args: object, **kwargs: object) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(cold_bulk, "lexical_rows", unreadable)
+    cold.adopt([_segment(tmp_path / "b.segment", ["beta", "delta"], analyzer)])
+    with pytest.raises(OSError):
+        cold.delete("default", ["alpha#0"])
+    monkeypatch.undo()
+    with pytest.raises(RuntimeError, match="not committed"):
+        cold.bulk_end()
+    assert cold._parts()[2].index.ntotal == 3
+    cold.close()
+    reopened = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
+    assert reopened._parts()[2].index.ntotal == 3  # what was saved holds them too
+    reopened.close()
+
+
+def test_when_faiss_cannot_be_built_from_the_adopted_vectors_it_catches_up_from_sqlite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    analyzer = Analyzer()
+    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
+    cold.ensure()
+    cold.bulk_begin(threads=1)
+    cold.adopt([_segment(tmp_path / "a.segment", ["alpha", "beta"], analyzer)])
+    vectors = cold._parts()[2]
+    real_build = vectors.build
+
+    def out_of_memory(*args: object, **kwargs: object) -> dict[str, float]:
+        monkeypatch.setattr(vectors, "build", real_build)
+        raise RuntimeError("CUDA out of memory")
+
+    monkeypatch.setattr(vectors, "build", out_of_memory)
+    cold.bulk_end()
+    assert vectors.index.ntotal == 2
+    assert int(vectors.watermark_file.read_text()) == cold._parts()[0].version()
+    assert _searchable(cold, analyzer.terms("beta")[0]) == 1
+    cold.close()
