@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -132,64 +133,9 @@ def test_after_a_failed_feed_other_writes_wait_for_the_end(
     cold.close()
 
 
-def test_after_a_feed_failed_reading_back_faiss_still_gets_every_adopted_vector(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The end builds FAISS from the vectors the feeds read back, beside tantivy's last commit;
-    a feed that failed before reading its rows leaves that set short, so FAISS is brought up to
-    date from SQLite instead, and holds every adopted row."""
-    from indexers.tiers import cold_bulk
-
-    analyzer = Analyzer()
-    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
-    cold.ensure()
-    cold.bulk_begin(threads=1)
-    cold.adopt([_segment(tmp_path / "a.segment", ["alpha"], analyzer)])
-    cold.bulk_commit_later().result()
-
-    def unreadable(*args: object, **kwargs: object) -> None:
-        raise OSError(5, "Input/output error")
-
-    monkeypatch.setattr(cold_bulk, "lexical_rows", unreadable)
-    cold.adopt([_segment(tmp_path / "b.segment", ["beta", "delta"], analyzer)])
-    cold.bulk_commit_later().exception()
-    monkeypatch.undo()
-    with pytest.raises(RuntimeError, match="not committed"):
-        cold.bulk_end()
-    assert cold._parts()[2].index.ntotal == 3
-    assert _searchable(cold, analyzer.terms("delta")[0]) == 1
-    cold.close()
-
-
-def test_when_the_last_commit_fails_faiss_is_built_and_tantivy_catches_up(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    analyzer = Analyzer()
-    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
-    cold.ensure()
-    cold.bulk_begin(threads=1)
-    cold.adopt([_segment(tmp_path / "a.segment", ["alpha", "beta"], analyzer)])
-    lexical = cold._parts()[1]
-    real_commit = lexical.commit
-
-    def fails_once(version: int) -> None:
-        monkeypatch.setattr(lexical, "commit", real_commit)
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(lexical, "commit", fails_once)
-    with pytest.raises(OSError):
-        cold.bulk_end()
-    assert cold._parts()[2].index.ntotal == 2
-    assert lexical.watermark() == cold._parts()[0].version()
-    assert _searchable(cold, analyzer.terms("beta")[0]) == 1
-    cold.close()
-
-
-def test_a_feed_failure_a_delete_reported_first_still_leaves_faiss_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A delete (the owner removing stale chunks) reports a failed feed before the end does, and
-    clears what was queued; the end still knows the adopted vectors are short."""
+def _feed_failed_reading_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LocalCold:
+    """A bulk load where alpha was adopted and fed, then beta and delta adopted and their feed
+    failed before it read their rows back (so the vectors kept for FAISS lack theirs)."""
     from indexers.tiers import cold_bulk
 
     analyzer = Analyzer()
@@ -204,6 +150,30 @@ def test_a_feed_failure_a_delete_reported_first_still_leaves_faiss_whole(
 
     monkeypatch.setattr(cold_bulk, "lexical_rows", unreadable)
     cold.adopt([_segment(tmp_path / "b.segment", ["beta", "delta"], analyzer)])
+    return cold
+
+
+def test_after_a_feed_failed_reading_back_faiss_still_gets_every_adopted_vector(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The end builds FAISS from the vectors the feeds read back, beside tantivy's last commit;
+    after a failed feed that set is short, so FAISS is brought up to date from SQLite instead."""
+    cold = _feed_failed_reading_back(tmp_path, monkeypatch)
+    cold.bulk_commit_later().exception()
+    monkeypatch.undo()
+    with pytest.raises(RuntimeError, match="not committed"):
+        cold.bulk_end()
+    assert cold._parts()[2].index.ntotal == 3
+    assert _searchable(cold, Analyzer().terms("delta")[0]) == 1
+    cold.close()
+
+
+def test_a_feed_failure_a_delete_reported_first_still_leaves_faiss_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A delete (the owner removing stale chunks) reports a failed feed before the end does, and
+    clears what was queued; the end still knows the adopted vectors are short."""
+    cold = _feed_failed_reading_back(tmp_path, monkeypatch)
     with pytest.raises(OSError):
         cold.delete("default", ["alpha#0"])
     monkeypatch.undo()
@@ -211,29 +181,40 @@ def test_a_feed_failure_a_delete_reported_first_still_leaves_faiss_whole(
         cold.bulk_end()
     assert cold._parts()[2].index.ntotal == 3
     cold.close()
-    reopened = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
+    reopened = LocalCold(tmp_path / "cold", dim=4, analyzer=Analyzer())
     assert reopened._parts()[2].index.ntotal == 3  # what was saved holds them too
     reopened.close()
 
 
-def test_when_faiss_cannot_be_built_from_the_adopted_vectors_it_catches_up_from_sqlite(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("failing", ["commit", "build"])
+def test_a_last_commit_or_faiss_build_that_fails_once_leaves_both_indexes_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str
 ) -> None:
+    """tantivy's last commit fails (a full disk: raised, tantivy catches up from SQLite), or
+    FAISS's build from the adopted vectors does (a GPU out of memory: FAISS catches up from
+    SQLite, nothing raised); either way both indexes end holding every adopted row."""
     analyzer = Analyzer()
     cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
     cold.ensure()
     cold.bulk_begin(threads=1)
     cold.adopt([_segment(tmp_path / "a.segment", ["alpha", "beta"], analyzer)])
-    vectors = cold._parts()[2]
-    real_build = vectors.build
+    _, lexical, vectors = cold._parts()
+    part: Any = lexical if failing == "commit" else vectors
+    real = getattr(part, failing)
 
-    def out_of_memory(*args: object, **kwargs: object) -> dict[str, float]:
-        monkeypatch.setattr(vectors, "build", real_build)
-        raise RuntimeError("CUDA out of memory")
+    def fails_once(*args: object, **kwargs: object) -> None:
+        monkeypatch.setattr(part, failing, real)
+        raise OSError(28, "No space left on device") if failing == "commit" else RuntimeError("CUDA OOM")
 
-    monkeypatch.setattr(vectors, "build", out_of_memory)
-    cold.bulk_end()
+    monkeypatch.setattr(part, failing, fails_once)
+    if failing == "commit":
+        with pytest.raises(OSError):
+            cold.bulk_end()
+    else:
+        cold.bulk_end()
+    version = cold._parts()[0].version()
     assert vectors.index.ntotal == 2
-    assert int(vectors.watermark_file.read_text()) == cold._parts()[0].version()
+    assert int(vectors.watermark_file.read_text()) == version
+    assert lexical.watermark() == version
     assert _searchable(cold, analyzer.terms("beta")[0]) == 1
     cold.close()
