@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -38,6 +38,14 @@ UPLOAD_FILES = 200  # files per upload (one job each)
 Engine = Annotated[str, typer.Option(help="inprocess | ray: on a Ray cluster, in this process's data dir")]
 RayAddress = Annotated[
     str | None, typer.Option(help="--engine ray: the cluster to join (default: a local Ray)")
+]
+UnitMb = Annotated[
+    float | None,
+    typer.Option(min=0.1, help="--engine ray: MB of input a prepare task takes (default 1; 8 on a GPU)"),
+]
+EmbedUnits = Annotated[
+    int | None,
+    typer.Option(min=1, help="--engine ray: units an embedding call takes (default 4; 2 with 8 MB units)"),
 ]
 
 
@@ -136,10 +144,14 @@ def ingest(
     url: Url = None,
     engine: Engine = "inprocess",
     ray_address: RayAddress = None,
+    unit_mb: UnitMb = None,
+    embed_units: EmbedUnits = None,
 ) -> None:
     """Batch-ingest files and folders (BEIR corpus.jsonl[.gz], .jsonl, .txt, .md, .html, .pdf)."""
     if tier not in ("auto", "hot", "cold") or engine not in ("inprocess", "ray"):
         raise typer.BadParameter("--tier must be auto, hot or cold; --engine inprocess or ray")
+    if engine != "ray" and (unit_mb is not None or embed_units is not None):
+        raise typer.BadParameter("--unit-mb and --embed-units size the work of --engine ray")
     settings = get_settings()
     setup_logging(settings)
     options = LoadOptions(
@@ -152,7 +164,13 @@ def ingest(
     found = server_url(settings, url)
     if engine == "ray":
         _ray_here(found)
-        asyncio.run(_ingest_ray(settings, paths, tier, options, if_empty, ray_address))  # type: ignore[arg-type]
+        ray = RayOptions(address=ray_address)
+        ray = replace(
+            ray,
+            unit_mb=ray.unit_mb if unit_mb is None else unit_mb,
+            embed_units=ray.embed_units if embed_units is None else embed_units,
+        )
+        asyncio.run(_ingest_ray(settings, paths, tier, options, if_empty, ray))  # type: ignore[arg-type]
         return
     if found is None:
         asyncio.run(_ingest_here(settings, paths, tier, options, if_empty))  # type: ignore[arg-type]
@@ -199,7 +217,7 @@ async def _ingest_ray(
     tier: Placement,
     options: LoadOptions,
     if_empty: bool,
-    address: str | None,
+    ray_options: RayOptions,
 ) -> None:
     try:
         import ray  # noqa: F401
@@ -210,7 +228,7 @@ async def _ingest_ray(
             console.print("[dim]tiers already hold data; nothing ingested[/dim]")
             return
         try:
-            pipeline = build_ray_pipeline(settings, services, RayOptions(address=address))
+            pipeline = build_ray_pipeline(settings, services, ray_options)
         except ValueError as exc:
             fail(str(exc))
 

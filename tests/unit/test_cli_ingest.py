@@ -108,3 +108,31 @@ def test_document_ids_are_escaped_in_urls_and_dot_segments_refused() -> None:
     assert _document_path("数据/第1条") == "/v1/documents/%E6%95%B0%E6%8D%AE/%E7%AC%AC1%E6%9D%A1"
     with pytest.raises(ApiError):
         _document_path("a/../b.md")
+
+
+def test_ray_work_sizes_reach_the_engine_and_are_refused_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from rag_router.cli import app
+
+    seen: list[Any] = []
+
+    async def ingest_ray(*args: Any) -> None:
+        seen.append(args[-1])
+
+    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setattr(cli_ingest, "_ingest_ray", ingest_ray)
+    monkeypatch.setattr(cli_ingest, "_ray_here", lambda found: None)
+    doc = tmp_path / "a.md"
+    doc.write_text("# A\n\nText.\n")
+    runner = CliRunner()
+    ok = runner.invoke(app, ["ingest", str(doc), "--engine", "ray", "--unit-mb", "8", "--embed-units", "2"])
+    assert ok.exit_code == 0, ok.output
+    assert (seen[0].unit_mb, seen[0].embed_units) == (8.0, 2)
+    plain = runner.invoke(app, ["ingest", str(doc), "--engine", "ray"])
+    assert plain.exit_code == 0, plain.output
+    assert (seen[1].unit_mb, seen[1].embed_units) == (1.0, 4)  # RayOptions' defaults
+    refused = runner.invoke(app, ["ingest", str(doc), "--unit-mb", "8"])
+    assert refused.exit_code == 2 and "--engine ray" in refused.output
