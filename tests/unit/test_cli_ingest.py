@@ -10,11 +10,13 @@ import pytest
 import typer
 
 from rag_router.cli import ingest as cli_ingest
+from rag_router.cli import upload as cli_upload
+from rag_router.cli.report import Summary
 from rag_router.client import ApiError, _document_path
 
 
 class FakeServer:
-    """The Client calls `_ingest_there` makes, recorded; events end in a Ctrl-C when asked."""
+    """The Client calls `ingest_there` makes, recorded; events end in a Ctrl-C when asked."""
 
     def __init__(self, *, interrupt: bool = False, status: str = "done", refuse_upload: int = 0) -> None:
         self.uploads: list[list[str]] = []
@@ -57,7 +59,7 @@ def files(tmp_path: Path, sizes: list[int]) -> list[tuple[Path, Path]]:
 
 
 def test_uploads_are_cut_by_bytes_and_a_large_file_goes_alone(tmp_path: Path) -> None:
-    batches = list(cli_ingest._batches(files(tmp_path, [40, 40, 30, 500, 10]), max_bytes=100))
+    batches = list(cli_upload.batches(files(tmp_path, [40, 40, 30, 500, 10]), max_bytes=100))
     assert [[name for name, _ in b] for b in batches] == [
         ["f0.txt", "f1.txt"],
         ["f2.txt"],
@@ -69,21 +71,21 @@ def test_uploads_are_cut_by_bytes_and_a_large_file_goes_alone(tmp_path: Path) ->
 def test_ctrl_c_while_following_cancels_every_job(tmp_path: Path) -> None:
     server = FakeServer(interrupt=True)
     with pytest.raises(typer.Exit) as stopped:
-        cli_ingest._ingest_there(server, files(tmp_path, [60, 60]), "auto", False, 100)  # type: ignore[arg-type]
+        cli_upload.ingest_there(server, files(tmp_path, [60, 60]), "auto", False, 100)  # type: ignore[arg-type]
     assert stopped.value.exit_code == 130
     assert server.cancelled == ["job1", "job2"]
 
 
 def test_detach_uploads_and_leaves_the_jobs_running(tmp_path: Path) -> None:
     server = FakeServer()
-    cli_ingest._ingest_there(server, files(tmp_path, [60, 60]), "auto", True, 100)  # type: ignore[arg-type]
+    cli_upload.ingest_there(server, files(tmp_path, [60, 60]), "auto", True, 100)  # type: ignore[arg-type]
     assert server.uploads == [["f0.txt"], ["f1.txt"]] and server.followed == [] and server.cancelled == []
 
 
 def test_followed_jobs_add_up_to_what_the_upload_already_counted() -> None:
     server = FakeServer()
-    summary = cli_ingest.Summary(documents=1, failed=1, failures=[("bad.png", "unsupported")])
-    cli_ingest.follow(server, ["job1", "job2"], summary)  # type: ignore[arg-type]
+    summary = Summary(documents=1, failed=1, failures=[("bad.png", "unsupported")])
+    cli_upload.follow(server, ["job1", "job2"], summary)  # type: ignore[arg-type]
     assert (summary.documents, summary.failed, summary.created, summary.chunks_written) == (5, 1, 4, 8)
     assert summary.failures == [("bad.png", "unsupported")]
 
@@ -91,14 +93,14 @@ def test_followed_jobs_add_up_to_what_the_upload_already_counted() -> None:
 def test_a_job_that_did_not_end_done_makes_the_command_fail(tmp_path: Path) -> None:
     server = FakeServer(status="failed")
     with pytest.raises(typer.Exit) as stopped:
-        cli_ingest._ingest_there(server, files(tmp_path, [60]), "auto", False, 100)  # type: ignore[arg-type]
+        cli_upload.ingest_there(server, files(tmp_path, [60]), "auto", False, 100)  # type: ignore[arg-type]
     assert stopped.value.exit_code == 1
 
 
 def test_an_upload_refused_midway_cancels_the_jobs_already_sent(tmp_path: Path) -> None:
     server = FakeServer(refuse_upload=2)
     with pytest.raises(typer.Exit) as stopped:
-        cli_ingest._ingest_there(server, files(tmp_path, [60, 60, 60]), "auto", False, 100)  # type: ignore[arg-type]
+        cli_upload.ingest_there(server, files(tmp_path, [60, 60, 60]), "auto", False, 100)  # type: ignore[arg-type]
     assert stopped.value.exit_code == 2 and server.cancelled == ["job1"]
 
 

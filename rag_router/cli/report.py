@@ -1,0 +1,104 @@
+"""What an ingest did, however it ran (in process, on Ray, or as server jobs), and its progress bar."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.progress import (
+    BarColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from indexers.ingest.results import IngestReport
+from rag_router.cli.common import console
+
+
+@dataclass(slots=True)
+class Summary:
+    """What an ingest did, however it ran (the report's rows)."""
+
+    documents: int = 0
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    failed: int = 0
+    chunks_written: int = 0
+    seconds: float = 0.0
+    chunks_embedded: int | None = None  # known in process only
+    chunks_cached: int | None = None
+    failures: list[tuple[str, str]] = field(default_factory=list)
+
+    @classmethod
+    def of_report(cls, report: IngestReport) -> Summary:
+        return cls(
+            documents=report.documents,
+            created=report.count("created"),
+            updated=report.count("updated"),
+            unchanged=report.count("unchanged"),
+            failed=report.count("failed"),
+            chunks_written=report.chunks_written,
+            seconds=report.seconds,
+            chunks_embedded=report.chunks_embedded,
+            chunks_cached=report.chunks_cached,
+            failures=[(f.id, f.error or "failed") for f in report.failures],
+        )
+
+    def merge(self, other: Summary) -> None:
+        for name in ("documents", "created", "updated", "unchanged", "failed", "chunks_written", "seconds"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.failures += other.failures
+
+    def add_job(self, job: dict[str, Any]) -> None:
+        self.documents += job["done"] + job["failed"]
+        self.created += job["created"]
+        self.updated += job["updated"]
+        self.unchanged += job["unchanged"]
+        self.failed += job["failed"]
+        self.chunks_written += job["chunks"]
+        self.seconds += job["seconds"]
+        self.failures += [(e["id"], e["error"]) for e in job["errors"]]
+
+
+def print_report(s: Summary) -> None:
+    rate = s.chunks_written / s.seconds if s.seconds > 0 else 0.0
+    table = Table(title="ingest summary", show_header=False)
+    rows: list[tuple[str, object]] = [
+        ("documents", s.documents),
+        ("created", s.created),
+        ("updated", s.updated),
+        ("skipped (unchanged)", s.unchanged),
+        ("failed", s.failed),
+        ("chunks written", s.chunks_written),
+        ("chunks embedded", s.chunks_embedded),
+        ("chunks from the embedding cache", s.chunks_cached),
+        ("chunks/s", f"{rate:.1f}"),
+        ("seconds", f"{s.seconds:.1f}"),
+    ]
+    for label, value in rows:
+        if value is not None:
+            table.add_row(label, str(value))
+    console.print(table)
+    for doc_id, error in s.failures[:20]:
+        console.print(f"[red]failed[/red] {doc_id}: {error}", highlight=False)
+    if len(s.failures) > 20:
+        console.print(f"[red]… and {len(s.failures) - 20} more failures[/red]")
+
+
+def progress_bar() -> Progress:
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("ingesting {task.completed} docs"),
+        BarColumn(),
+        TextColumn("[red]{task.fields[failed]} failed"),
+        TextColumn("{task.fields[chunks]} chunks · {task.fields[rate]:.1f} chunks/s"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    )
