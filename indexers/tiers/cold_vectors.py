@@ -65,19 +65,19 @@ class VectorIndex:
                 quantizer, self.dim, nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
             )
             sample = vectors[np.random.default_rng(0).permutation(n)[: 256 * nlist]]
+            assign = getattr(kmeans, "assign", None)  # each vector's list, found where k-means ran
             if kmeans is not None:  # a trained quantizer of nlist points: train() skips k-means
                 lists_began = time.perf_counter()
                 centroids = np.ascontiguousarray(kmeans(sample, nlist), dtype=np.float32)
                 steps["kmeans"] = time.perf_counter() - lists_began
                 quantizer.add(centroids)
-                self._train_encoder(index, sample[:ENCODER_SAMPLE], centroids, kmeans)  # shuffled
+                self._train_encoder(index, sample[:ENCODER_SAMPLE], centroids, assign)  # shuffled
             else:
                 index.train(sample)
             index.nprobe = max(8, nlist // 16)
             steps["train"] = time.perf_counter() - began
             began = time.perf_counter()
-            assign = getattr(kmeans, "assign", None)
-            if assign is not None:  # each vector's list found where k-means ran; FAISS only encodes
+            if assign is not None:  # FAISS only encodes
                 x = np.ascontiguousarray(vectors, dtype=np.float32)
                 ids = np.ascontiguousarray(seqs, dtype=np.int64)
                 lists = np.ascontiguousarray(assign(x, centroids), dtype=np.int64)
@@ -92,11 +92,12 @@ class VectorIndex:
         return steps
 
     @staticmethod
-    def _train_encoder(index: Any, part: Vector, centroids: Vector, kmeans: KMeans) -> None:
+    def _train_encoder(
+        index: Any, part: Vector, centroids: Vector, assign: Callable[[Vector, Vector], Any] | None
+    ) -> None:
         """The scalar quantizer's ranges, from ``part``'s residuals to their lists' centroids:
         with the lists found where k-means ran (``assign``) instead of by FAISS on the CPU
         (``IndexIVF.train`` would, the quantizer already trained). The same ranges either way."""
-        assign = getattr(kmeans, "assign", None)
         if assign is None:
             index.train(part)
             return
