@@ -2,14 +2,17 @@
 
     python bench/cold_adopt.py --rows 1000000 --group 8 --out docs/bench-cold-adopt.json
     python bench/cold_adopt.py --rows 500000 --page-size 16384   # the page size before 64 KB
+    python bench/cold_adopt.py --rows 500000 --writer-checkpoints  # the WAL copied as before
 
 Builds segments of random-id chunks (random ids are what real corpora have: UUIDs, hashes,
 numbers in no order; they are what makes index maintenance grow with the table), each with a
 vector and ~160 words of text, then adopts them into a fresh ``LocalCold`` in bulk mode the way
 the Ray engine's owner does: ``--group`` segments a transaction, tantivy fed beside it and
-committed every ``--commit-rows``. Reports the rate of each step of ``--step`` rows, and the
-tier's busy seconds (adopt: SQLite; lexical: the tantivy feed). FAISS's build at the end is
-not part of it (bulk_ingest.py times it).
+committed every ``--commit-rows``, the WAL checkpointed in a thread of its own (or, with
+``--writer-checkpoints``, by the writer inside its commits, as SQLite does by itself). Reports
+the rate of each step of ``--step`` rows, and the tier's busy seconds (adopt: SQLite; lexical:
+the tantivy feed; checkpoint: the thread). FAISS's build at the end is not part of it
+(bulk_ingest.py times it).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._common import emit, machine
 from indexers.records import Chunk, EmbeddedChunk
 from indexers.text.lexical import Analyzer
-from indexers.tiers import cold_segment, cold_store
+from indexers.tiers import cold_bulk, cold_segment, cold_store
 from indexers.tiers.cold_segment import write_segment
 from indexers.tiers.local_cold import LocalCold
 
@@ -52,6 +55,24 @@ def segments(folder: Path, rows: int, per: int, analyzer: Analyzer) -> list[Path
     return out
 
 
+class _WriterCheckpoints:
+    """In place of ``Checkpointer``: the writer keeps checkpointing inside its commits."""
+
+    seconds = 0.0
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def committed(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -64,7 +85,12 @@ def main() -> None:
     parser.add_argument(
         "--page-size", type=int, default=cold_store.PAGE_SIZE, help="SQLite page size of new files"
     )
+    parser.add_argument(
+        "--writer-checkpoints", action="store_true", help="no checkpoint thread: the writer's own"
+    )
     args = parser.parse_args()
+    if args.writer_checkpoints:
+        cold_bulk.Checkpointer = _WriterCheckpoints  # type: ignore[assignment,misc]
     cold_store.PAGE_SIZE = cold_segment.PAGE_SIZE = args.page_size  # read when each file is made
     analyzer = Analyzer()
     with tempfile.TemporaryDirectory(dir=args.work) as tmp:
@@ -93,6 +119,7 @@ def main() -> None:
                 steps.append(round(args.step / (now - mark)))
                 mark = now
         cold.bulk_commit()
+        cold._stop_checkpointer()  # the WAL's last pages copied (in a real load: beside FAISS)
         seconds = time.perf_counter() - began
         result = {
             "machine": machine(),

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+import threading
+import time
 from pathlib import Path
 from typing import Literal
+
+log = logging.getLogger(__name__)
 
 
 def connect(
@@ -24,3 +29,65 @@ def connect(
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute(f"PRAGMA synchronous={synchronous}")
     return conn
+
+
+class Checkpointer:
+    """WAL checkpoints in a thread of their own while one connection writes in bulk.
+
+    SQLite checkpoints from inside the COMMIT that takes the WAL past ``wal_autocheckpoint``
+    pages: the writer itself copies those pages into the database file and syncs it, and
+    meanwhile writes nothing. For a bulk writer (the cold tier's owner adopting segments) that
+    copy, a second write of every byte, is the writer's own time. Here the writer's automatic
+    checkpoints are off and this thread, on its own connection, runs a PASSIVE checkpoint
+    after each commit it is told of (``committed``): it copies what is committed while the
+    writer builds its next transaction, and never blocks it. Nothing changes for durability: a
+    committed transaction is in the WAL (synced at COMMIT) until a checkpoint copies it.
+    """
+
+    def __init__(
+        self, writer: sqlite3.Connection, path: Path, *, synchronous: Literal["FULL", "NORMAL"] = "FULL"
+    ) -> None:
+        self._writer = writer
+        self._path = path
+        self._synchronous: Literal["FULL", "NORMAL"] = synchronous
+        self._wake = threading.Event()
+        self._stopping = False
+        self.seconds = 0.0  # busy checkpointing
+        self._autocheckpoint = int(writer.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+        writer.execute("PRAGMA wal_autocheckpoint=0")
+        self._thread = threading.Thread(target=self._run, name="sqlite-checkpoint", daemon=True)
+        self._thread.start()
+
+    def committed(self) -> None:
+        """The writer committed: copy what it wrote (soon, in this object's thread)."""
+        self._wake.set()
+
+    def _run(self) -> None:
+        conn = connect(self._path, synchronous=self._synchronous, shared=False)
+        try:
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                last = self._stopping  # read first: this checkpoint covers all before ``stop``
+                began = time.perf_counter()
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                except sqlite3.Error:  # nothing lost: the WAL keeps it for the next checkpoint
+                    log.exception("sqlite: checkpoint of %s failed", self._path)
+                self.seconds += time.perf_counter() - began
+                if last:
+                    return
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        """Start the last checkpoint (of everything committed so far) without waiting for it."""
+        self._stopping = True
+        self._wake.set()
+
+    def close(self) -> None:
+        """The last checkpoint done, the writer checkpoints by itself again (call it from the
+        writer's thread, or under the lock that serialises the writer)."""
+        self.stop()
+        self._thread.join()
+        self._writer.execute(f"PRAGMA wal_autocheckpoint={self._autocheckpoint}")

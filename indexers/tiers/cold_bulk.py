@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from indexers.records import Vector
+from indexers.sqlite import Checkpointer
 from indexers.tiers.cold_lexical import LexicalIndex
 from indexers.tiers.cold_segment import ADOPT_GROUP, ColdLookup, adopt
 from indexers.tiers.cold_store import Store, last_seq, lexical_rows, tombstones, vector_rows
@@ -44,7 +45,9 @@ class BulkLoads:
         self._adopted: list[tuple[np.ndarray[Any, Any], Vector]] | None = None
         self._tombstones_before = 0
         self._version_before = 0
-        # busy time of bulk loads: adopt (SQLite), read (rows read back), lexical (tantivy), vectors
+        self._checkpointer: Checkpointer | None = None  # the WAL copied beside adoption (bulk mode)
+        # busy time of bulk loads: adopt (SQLite), read (rows read back), lexical (tantivy), checkpoint
+        # (the WAL copied into the database, beside the adoption: ``Checkpointer``), vectors
         # (FAISS at the end; its build's steps and its save also apart: vectors_train, _add, _save)
         self.bulk_seconds: dict[str, float] = {}
 
@@ -68,6 +71,8 @@ class BulkLoads:
         store, lexical, vectors = self._parts()
         with store.write_lock:
             store.writer.execute(f"PRAGMA cache_size=-{BULK_CACHE_MIB * 1024}")
+            self._stop_checkpointer()  # a bulk load begun again
+            self._checkpointer = Checkpointer(store.writer, self._path / "cold.sqlite")
             lexical.reopen_writer(threads=threads, heap_mb=heap_mb)
             self._bulk = True
             self._feed_failed = None
@@ -100,6 +105,8 @@ class BulkLoads:
                         versions.append(store.next_version(conn))
                         n += adopt(conn, versions[-1], name)
                 first, version = versions[0], versions[-1]
+                if self._checkpointer is not None:
+                    self._checkpointer.committed()
             finally:  # the transaction is over (committed or rolled back): each detaches
                 for name in attached:
                     try:
@@ -183,33 +190,53 @@ class BulkLoads:
         with store.write_lock:  # the bulk writer stays (its merges finish in the background)
             self._bulk = False
             store.writer.execute("PRAGMA cache_size=-2000")  # SQLite's default, 2 MiB
-            # every feed before the commit done, none failed (a write since may have reported one)
-            fed = self._fed(before=committing) and self._feed_failed is None
-            adopted, self._adopted = self._adopted, None
-            began = time.perf_counter()
-            built = False
-            if fed and adopted and tombstones(store) == self._tombstones_before:  # nothing deleted
-                try:
-                    self._build_vectors(store, vectors, adopted)  # every adopted vector was read back
-                    built = True
-                except Exception:  # a GPU out of memory, say: FAISS catches up from SQLite below
-                    log.exception("cold tier: building FAISS from the adopted vectors failed")
-            self._spent("vectors", began)
-            failed: Exception | None = None
+            if self._checkpointer is not None:
+                self._checkpointer.stop()  # its last checkpoint beside FAISS's build and the commit
             try:
-                committing.result()
-            except Exception as exc:
-                failed = exc
-            self._feeding = []  # all done (the commit ran after them): reported here, not by later writes
-            if failed is not None:
-                lexical.writer.rollback()
-            if failed is not None or (not built and store.version() != self._version_before):
-                began = time.perf_counter()
-                self._catch_up(store, lexical, vectors)  # a re-run that wrote nothing skips it
-                self._spent("vectors", began)
-            self._feed_failed = None  # tantivy caught up: other writes may go on
+                failed = self._end(store, lexical, vectors, committing)
+            finally:
+                self._stop_checkpointer()
         if failed is not None:
             raise failed
+
+    def _end(
+        self, store: Store, lexical: LexicalIndex, vectors: VectorIndex, committing: Future[None]
+    ) -> Exception | None:
+        """``bulk_end`` under the write lock; the last commit's failure, if it failed."""
+        # every feed before the commit done, none failed (a write since may have reported one)
+        fed = self._fed(before=committing) and self._feed_failed is None
+        adopted, self._adopted = self._adopted, None
+        began = time.perf_counter()
+        built = False
+        if fed and adopted and tombstones(store) == self._tombstones_before:  # nothing deleted
+            try:
+                self._build_vectors(store, vectors, adopted)  # every adopted vector was read back
+                built = True
+            except Exception:  # a GPU out of memory, say: FAISS catches up from SQLite below
+                log.exception("cold tier: building FAISS from the adopted vectors failed")
+        self._spent("vectors", began)
+        failed: Exception | None = None
+        try:
+            committing.result()
+        except Exception as exc:
+            failed = exc
+        self._feeding = []  # all done (the commit ran after them): reported here, not by later writes
+        if failed is not None:
+            lexical.writer.rollback()
+        if failed is not None or (not built and store.version() != self._version_before):
+            began = time.perf_counter()
+            self._catch_up(store, lexical, vectors)  # a re-run that wrote nothing skips it
+            self._spent("vectors", began)
+        self._feed_failed = None  # tantivy caught up: other writes may go on
+        return failed
+
+    def _stop_checkpointer(self) -> None:
+        """The WAL's last checkpoint done; the writer checkpoints by itself again (under
+        ``write_lock``, or once nothing else writes)."""
+        checkpointer, self._checkpointer = self._checkpointer, None
+        if checkpointer is not None:
+            checkpointer.close()
+            self._add("checkpoint", checkpointer.seconds)
 
     def _fed(self, before: Future[None]) -> bool:
         """Wait for the feeds queued before the future ``before``; whether they all succeeded."""

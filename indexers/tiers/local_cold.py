@@ -268,6 +268,7 @@ class LocalCold(BulkLoads):
             if self._store is None:
                 return
             self.flush()
+            self._stop_checkpointer()  # a bulk load never ended
             if self._lexical is not None:
                 self._lexical.close()
             self._store.close()

@@ -218,3 +218,24 @@ def test_a_last_commit_or_faiss_build_that_fails_once_leaves_both_indexes_whole(
     assert lexical.watermark() == version
     assert _searchable(cold, analyzer.terms("beta")[0]) == 1
     cold.close()
+
+
+def test_a_bulk_load_checkpoints_beside_the_writer_and_hands_it_back_at_the_end(tmp_path: Path) -> None:
+    analyzer = Analyzer()
+    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
+    cold.ensure()
+    writer = cold._parts()[0].writer
+    cold.bulk_begin(threads=1)
+    assert writer.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0  # the thread does it
+    cold.adopt([_segment(tmp_path / "a.segment", ["alpha", "beta"], analyzer)])
+    cold.bulk_end()
+    assert writer.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+    assert "checkpoint" in cold.bulk_seconds
+    cold.bulk_begin(threads=1)  # a load left unended: closing the tier stops its thread
+    thread = cold._checkpointer._thread if cold._checkpointer is not None else None
+    assert thread is not None and thread.is_alive()
+    cold.close()
+    assert not thread.is_alive()
+    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
+    assert sorted(c.doc_id for c in cold.fetch("default", ["alpha", "beta"])) == ["alpha", "beta"]
+    cold.close()
