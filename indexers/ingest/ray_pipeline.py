@@ -29,7 +29,7 @@ from indexers.ingest.ray_engine import EmbedActor, Spec, build_segments, prepare
 from indexers.ingest.ray_owner import Key, Writer
 from indexers.ingest.ray_tiers import Lookup, Server
 from indexers.ingest.results import DocResult, IngestReport, OnBatch, Placement
-from indexers.ingest.units import Unit, plan_units, read_unit
+from indexers.ingest.units import Unit, plan_units, read_unit, taper
 from indexers.records import Document, TierName
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
@@ -54,6 +54,9 @@ class RayOptions:
     # copy to the device and back) leaves the GPU idle; several actors overlap it.
     actors_per_gpu: int = 2
     unit_mb: float = 1.0  # input per prepare task
+    # The last wave of units (a unit a core) cut into this many each: the run's end drains sooner
+    # (``indexers.ingest.units.taper``; 1: no cutting).
+    taper: int = 4
     embed_units: int = 4  # units per embedding call (a GPU wants thousands of chunks at once)
     commit_chunks: int = 65_536  # chunks adopted between tantivy commits (and acknowledgements)
     # Build tasks at once when they write to a server tier: each holds one client and sends its
@@ -286,12 +289,15 @@ class RayPipeline:
             gpus = int(ray.cluster_resources().get("GPU", 0))  # type: ignore[no-untyped-call]
         per_gpu = max(1, self._options.actors_per_gpu)
         actors = gpus * per_gpu or self._options.cpu_actors
+        cores = int(ray.cluster_resources().get("CPU", 1))  # type: ignore[no-untyped-call]
+        unit_bytes = int(self._options.unit_mb * 1024 * 1024)
+        units = taper(list(units), unit_bytes * cores, self._options.taper)
         items = [{"unit": json.dumps(dataclasses.asdict(u))} for u in units]  # Arrow-friendly
         ds: Any = ray.data.from_items(items, override_num_blocks=max(1, len(items)))
         ds = ds.map_batches(prepare_units, fn_kwargs={"spec": spec}, batch_size=1, batch_format="numpy")
         # On a GPU, prepare runs as tasks on every core; on CPUs only, Ray fuses it into the
         # embedding actors (the model is the whole cost there, and nothing is copied between).
-        threads = None if gpus else max(1, int(ray.cluster_resources().get("CPU", 1)) // actors)  # type: ignore[no-untyped-call]
+        threads = None if gpus else max(1, cores // actors)
         ds = ds.map_batches(
             EmbedActor,
             fn_constructor_kwargs={

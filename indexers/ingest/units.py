@@ -56,6 +56,34 @@ def plan_units(paths: Iterable[Path], options: LoadOptions, unit_bytes: int) -> 
     return units
 
 
+def taper(units: list[Unit], tail_bytes: int, parts: int) -> list[Unit]:
+    """The byte ranges that hold the input's last ``tail_bytes`` each cut into ``parts``.
+
+    Units run at once, a core each, and the run ends with the last wave of them: small units
+    there finish closer together and leave the stages after them (embedding, building, the
+    owner's adoption) less to do once the input is read. The same lines, in the same order.
+    """
+    if parts <= 1:
+        return units
+    out: list[list[Unit]] = []
+    left = tail_bytes
+    for unit in reversed(units):
+        size = unit.end - unit.start
+        # a whole file or a group of files stays as it is, and so does a range too small to cut
+        if left <= 0 or unit.end < 0 or not unit.path or size < parts:
+            out.append([unit])
+            continue
+        step = -(-size // parts)
+        out.append(
+            [
+                dataclasses.replace(unit, start=s, end=min(s + step, unit.end))
+                for s in range(unit.start, unit.end, step)
+            ]
+        )
+        left -= size
+    return [u for cut in reversed(out) for u in cut]
+
+
 def read_unit(unit: Unit, options: LoadOptions) -> Iterator[Document | LoadFailure]:
     for path, root in unit.files:
         yield from load_any(Path(path), Path(root), options)

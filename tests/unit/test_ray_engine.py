@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import json
 import os
 import sqlite3
@@ -24,7 +25,7 @@ from indexers.ingest.pipeline import Pipeline
 from indexers.ingest.prepare import chunk_documents, with_structure
 from indexers.ingest.ray_engine import BACKGROUND_NICE, step_back
 from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
-from indexers.ingest.units import plan_units, read_unit
+from indexers.ingest.units import plan_units, read_unit, taper
 from indexers.records import Chunk, Document, EmbeddedChunk, TierName
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
@@ -91,6 +92,34 @@ def test_units_read_every_line_once(tmp_path: Path) -> None:
     assert len(units) > 10  # byte ranges that start and end mid-line
     pieces = [d.id for u in units for d in read_unit(u, LoadOptions()) if isinstance(d, Document)]
     assert pieces == whole
+
+
+@pytest.mark.parametrize(("tail", "parts"), [(4000, 4), (10**9, 3), (1, 2), (4000, 1)])
+def test_tapered_units_read_the_same_lines_in_the_same_order(tmp_path: Path, tail: int, parts: int) -> None:
+    corpus = sample(tmp_path, copies=3)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.md").write_text("# A\n\nA note.")  # a group of files: left whole
+    units = plan_units([tmp_path / "notes", corpus], LoadOptions(), unit_bytes=1500)
+    cut = taper(units, tail, parts)
+    ranges = [u for u in units if u.path]
+    cut_ranges = [u for u in cut if u.path]
+    if parts > 1:  # the last ranges (those holding the last ``tail`` bytes) in ``parts`` each
+        cut_count, left = 0, tail
+        for u in reversed(ranges):
+            if left <= 0:
+                break
+            cut_count, left = cut_count + 1, left - (u.end - u.start)
+        assert len(cut_ranges) == len(ranges) - cut_count + parts * cut_count
+    else:
+        assert cut == units
+    assert cut[-1] == units[-1] and cut[-1].files  # the group of files stays last, whole
+    assert [(u.start, u.end) for u in cut_ranges] == sorted((u.start, u.end) for u in cut_ranges)
+    assert all(a.end == b.start for a, b in itertools.pairwise(cut_ranges))  # no byte lost
+    ids = [
+        [d.id for u in us for d in read_unit(u, LoadOptions()) if isinstance(d, Document)]
+        for us in (units, cut)
+    ]
+    assert ids[1] == ids[0]
 
 
 @pytest.mark.parametrize(("max_tokens", "overlap"), [(240, 0), (40, 8), (12, 0)])
