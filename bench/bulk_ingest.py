@@ -199,7 +199,7 @@ def main() -> None:
     parser.add_argument("--num-cpus", type=int, default=None)
     parser.add_argument("--unit-mb", type=float, default=1.0)
     parser.add_argument("--embed-units", type=int, default=4)
-    parser.add_argument("--taper", type=int, default=RayOptions.taper, help="1: units not tapered")
+    parser.add_argument("--taper", type=int, default=RayOptions().taper, help="1: units not tapered")
     parser.add_argument("--actors-per-gpu", type=int, default=2)
     parser.add_argument("--commit-chunks", type=int, default=65_536)
     parser.add_argument("--batch-chunks", type=int, default=512)
