@@ -109,6 +109,7 @@ class LocalCold(BulkLoads):
         store, lexical, vectors = self._parts()
         with store.write_lock:
             self._drain_feeding()  # before writing: after a failed bulk feed, nothing is written
+            self._adopted = None  # not adopted: a bulk load ends building FAISS from SQLite, with it
             rows, seqs = [], []
             store.tenants.update(i.chunk.tenant for i in items)
             with store.transaction() as conn:

@@ -239,3 +239,21 @@ def test_a_bulk_load_checkpoints_beside_the_writer_and_hands_it_back_at_the_end(
     cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
     assert sorted(c.doc_id for c in cold.fetch("default", ["alpha", "beta"])) == ["alpha", "beta"]
     cold.close()
+
+
+def test_a_chunk_upserted_during_a_bulk_load_stays_in_faiss(tmp_path: Path) -> None:
+    """FAISS is built at the end from the vectors adopted into an empty tier; a chunk written
+    meanwhile by another writer (not adopted) is in it too."""
+    analyzer = Analyzer()
+    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
+    cold.ensure()
+    cold.bulk_begin(threads=1)
+    cold.adopt([_segment(tmp_path / "a.segment", ["alpha", "beta"], analyzer)])
+    chunk = Chunk("gamma#0", "gamma", 0, "Clause about gamma in the contract.", None, {})
+    cold.upsert([EmbeddedChunk(chunk, np.asarray([1, 0, 0, 0], np.float32))])
+    cold.bulk_end()
+    vectors = cold._parts()[2]
+    assert vectors.index.ntotal == 3
+    seq = cold._parts()[0].reader().execute("SELECT seq FROM chunks WHERE chunk_id = 'gamma#0'").fetchone()[0]
+    assert vectors.search(np.asarray([1, 0, 0, 0], np.float32), 1, None, exact=True)[0][0] == seq
+    cold.close()
