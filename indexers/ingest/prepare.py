@@ -77,6 +77,8 @@ class Diff:
 
 def diff(tier: TierName, chunks: Sequence[Chunk], stored: Stored) -> Diff:
     """Compare a document's new chunks with what the tiers hold of it."""
+    if not stored:  # a new document (every one, into an empty tier): no hash to compare
+        return Diff("created", list(chunks), [])
     fresh = [c for c in chunks if (stored.get((tier, c.chunk_id)) or ("",))[0] != c.content_hash]
     keep = {(tier, c.chunk_id) for c in chunks}
     gone = [key for key in stored if key not in keep]
