@@ -58,7 +58,7 @@ def segments(folder: Path, rows: int, per: int, analyzer: Analyzer) -> list[Path
 class _WriterCheckpoints:
     """In place of ``Checkpointer``: the writer keeps checkpointing inside its commits."""
 
-    seconds = 0.0
+    seconds = writer_seconds = 0.0
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         pass

@@ -82,5 +82,5 @@ def diff(tier: TierName, chunks: Sequence[Chunk], stored: Stored) -> Diff:
     fresh = [c for c in chunks if (stored.get((tier, c.chunk_id)) or ("",))[0] != c.content_hash]
     keep = {(tier, c.chunk_id) for c in chunks}
     gone = [key for key in stored if key not in keep]
-    status: Status = "created" if not stored else ("updated" if fresh or gone else "unchanged")
+    status: Status = "updated" if fresh or gone else "unchanged"
     return Diff(status, fresh, gone)

@@ -28,6 +28,9 @@ from indexers.tiers.cold_vectors import KMeans, VectorIndex
 log = logging.getLogger(__name__)
 
 BULK_CACHE_MIB = 512  # SQLite writer's page cache during bulk loads (cold_segment: why)
+# The WAL's size past which the owner truncates it (``Checkpointer``): a bulk load's disk
+# overhead; each truncation costs the owner about one transaction's copy.
+BULK_WAL_LIMIT = 1 << 30
 
 
 class BulkLoads:
@@ -46,8 +49,9 @@ class BulkLoads:
         self._tombstones_before = 0
         self._version_before = 0
         self._checkpointer: Checkpointer | None = None  # the WAL copied beside adoption (bulk mode)
-        # busy time of bulk loads: adopt (SQLite), read (rows read back), lexical (tantivy), checkpoint
-        # (the WAL copied into the database, beside the adoption: ``Checkpointer``), vectors
+        # busy time of bulk loads: adopt (SQLite; adopt_truncate: the WAL truncated, in it),
+        # read (rows read back), lexical (tantivy), checkpoint (the WAL copied into the database
+        # beside the adoption: ``Checkpointer``), vectors
         # (FAISS at the end; its build's steps and its save also apart: vectors_train, _add, _save)
         self.bulk_seconds: dict[str, float] = {}
 
@@ -67,19 +71,22 @@ class BulkLoads:
         miss the new vectors; ``kmeans`` trains its lists, on a GPU say). Into an empty tier, the
         adopted vectors are kept in memory as they come, so the end builds FAISS without reading
         SQLite back. SQLite's writer keeps up to ``BULK_CACHE_MIB`` of pages meanwhile (the
-        indexes' pages, which every adoption rewrites, stay in memory)."""
+        indexes' pages, which every adoption rewrites, stay in memory), and a thread of its own
+        copies the WAL into the database after each adoption (``Checkpointer``)."""
         store, lexical, vectors = self._parts()
         with store.write_lock:
             store.writer.execute(f"PRAGMA cache_size=-{BULK_CACHE_MIB * 1024}")
-            self._stop_checkpointer()  # a bulk load begun again
-            self._checkpointer = Checkpointer(store.writer, self._path / "cold.sqlite")
             lexical.reopen_writer(threads=threads, heap_mb=heap_mb)
-            self._bulk = True
             self._feed_failed = None
             self._kmeans = kmeans
             self._adopted = [] if vectors.index.ntotal == 0 else None
             self._tombstones_before = tombstones(store)
             self._version_before = store.version()
+            self._stop_checkpointer()  # a bulk load begun again
+            self._checkpointer = Checkpointer(
+                store.writer, self._path / "cold.sqlite", wal_limit=BULK_WAL_LIMIT
+            )
+            self._bulk = True
 
     def adopt(self, segments: Sequence[Path]) -> int:
         """Copy worker-built segments (at most ``ADOPT_GROUP``) into the tier in one transaction,
@@ -237,6 +244,12 @@ class BulkLoads:
         if checkpointer is not None:
             checkpointer.close()
             self._add("checkpoint", checkpointer.seconds)
+            self._add("adopt_truncate", checkpointer.writer_seconds)
+
+    def _vectors_mark(self, store: Store) -> int:
+        """The version FAISS holds every change up to, as saved: during a bulk load it has not
+        had the adopted rows yet (its end builds or catches up), so the version before it."""
+        return self._version_before if self._bulk else store.version()
 
     def _fed(self, before: Future[None]) -> bool:
         """Wait for the feeds queued before the future ``before``; whether they all succeeded."""

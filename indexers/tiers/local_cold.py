@@ -250,7 +250,7 @@ class LocalCold(BulkLoads):
         """Persist the FAISS index (tantivy and SQLite are durable on every write)."""
         if self._store is not None and self._vectors is not None:
             with self._store.write_lock:
-                self._vectors.save(self._store.version())
+                self._vectors.save(self._vectors_mark(self._store))
 
     def optimize(self) -> bool:
         """Switch FAISS index kind when the collection crossed the threshold, then persist it."""
@@ -269,7 +269,8 @@ class LocalCold(BulkLoads):
             if self._store is None:
                 return
             self.flush()
-            self._stop_checkpointer()  # a bulk load never ended
+            with self._store.write_lock:
+                self._stop_checkpointer()  # a bulk load never ended
             if self._lexical is not None:
                 self._lexical.close()
             self._store.close()

@@ -257,3 +257,39 @@ def test_a_chunk_upserted_during_a_bulk_load_stays_in_faiss(tmp_path: Path) -> N
     seq = cold._parts()[0].reader().execute("SELECT seq FROM chunks WHERE chunk_id = 'gamma#0'").fetchone()[0]
     assert vectors.search(np.asarray([1, 0, 0, 0], np.float32), 1, None, exact=True)[0][0] == seq
     cold.close()
+
+
+def test_a_bulk_load_that_fails_to_begin_leaves_the_writer_checkpointing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    analyzer = Analyzer()
+    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
+    cold.ensure()
+    store, lexical, _ = cold._parts()
+
+    def no_writer(*args: object, **kwargs: object) -> None:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(lexical, "reopen_writer", no_writer)
+    with pytest.raises(OSError):
+        cold.bulk_begin(threads=1)
+    assert cold._checkpointer is None
+    assert store.writer.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+    cold.close()
+
+
+def test_a_tier_closed_mid_load_reopens_with_every_vector(tmp_path: Path) -> None:
+    """Closed before ``bulk_end`` (the adopted rows not yet in FAISS) after an upsert made FAISS
+    worth saving: what it saved is marked as of the load's start, so the reopened tier's FAISS
+    catches up with every row."""
+    analyzer = Analyzer()
+    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
+    cold.ensure()
+    cold.bulk_begin(threads=1)
+    cold.adopt([_segment(tmp_path / "a.segment", ["alpha", "beta"], analyzer)])
+    chunk = Chunk("gamma#0", "gamma", 0, "Clause about gamma in the contract.", None, {})
+    cold.upsert([EmbeddedChunk(chunk, np.asarray([1, 0, 0, 0], np.float32))])
+    cold.close()
+    reopened = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
+    assert reopened._parts()[2].index.ntotal == 3
+    reopened.close()

@@ -103,13 +103,12 @@ def test_tapered_units_read_the_same_lines_in_the_same_order(tmp_path: Path, tai
     cut = taper(units, tail, parts)
     ranges = [u for u in units if u.path]
     cut_ranges = [u for u in cut if u.path]
-    if parts > 1:  # the last ranges (those holding the last ``tail`` bytes) in ``parts`` each
-        cut_count, left = 0, tail
-        for u in reversed(ranges):
-            if left <= 0:
-                break
-            cut_count, left = cut_count + 1, left - (u.end - u.start)
-        assert len(cut_ranges) == len(ranges) - cut_count + parts * cut_count
+    if parts > 1:  # the last range (the input's last bytes) cut; none of its pieces over 1/parts
+        last = ranges[-1]
+        pieces = [u for u in cut_ranges if last.start <= u.start < last.end]
+        assert len(pieces) > 1
+        assert max(u.end - u.start for u in pieces) <= -(-(last.end - last.start) // parts)
+        assert len(cut_ranges) > len(ranges)
     else:
         assert cut == units
     assert cut[-1] == units[-1] and cut[-1].files  # the group of files stays last, whole

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 from indexers.sqlite import Checkpointer, connect
 
+ROW = b"x" * 2000
+
 
 def _write(conn: sqlite3.Connection, rows: int, start: int = 0) -> None:
     conn.execute("BEGIN IMMEDIATE")
-    conn.executemany("INSERT INTO t VALUES (?, ?)", [(i, b"x" * 2000) for i in range(start, start + rows)])
+    conn.executemany("INSERT INTO t VALUES (?, ?)", [(i, ROW) for i in range(start, start + rows)])
     conn.execute("COMMIT")
 
 
@@ -25,31 +28,57 @@ def _in_file(path: Path) -> float:
     return path.stat().st_size / (pages * 4096)
 
 
+def _wal_size(path: Path) -> int:
+    wal = path.with_name(path.name + "-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
 def _table(path: Path) -> sqlite3.Connection:
     writer = connect(path, page_size=4096)
     writer.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)")
-    writer.execute("PRAGMA wal_autocheckpoint=0")  # what the writer leaves behind is visible below
-    writer.execute("PRAGMA wal_autocheckpoint=1000")
     return writer
 
 
-def test_the_writer_stops_checkpointing_and_the_thread_copies_what_it_committed(tmp_path: Path) -> None:
+def test_the_thread_copies_each_commit_while_the_writer_goes_on(tmp_path: Path) -> None:
     path = tmp_path / "bulk.sqlite"
     writer = _table(path)
-    checkpointer = Checkpointer(writer, path)
-    assert writer.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+    checkpointer = Checkpointer(writer, path, wal_limit=1 << 30)
+    assert writer.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0  # the thread does it
     for i in range(5):  # ~2.5k pages: past the 1,000 at which the writer would checkpoint itself
         _write(writer, 1000, i * 1000)
         checkpointer.committed()
-    checkpointer.close()  # the last checkpoint done
-    assert writer.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+    deadline = time.monotonic() + 60  # the thread's copy, before any stop
+    while _in_file(path) < 1.0 and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert _in_file(path) == 1.0  # every committed page is in the database file
+    assert _wal_size(path) > 0  # copied by PASSIVE checkpoints: the WAL was not truncated
+    checkpointer.close()
+    assert writer.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+    assert _wal_size(path) == 0  # the last checkpoint truncates it
     assert writer.execute("SELECT COUNT(*) FROM t").fetchone()[0] == 5000
     writer.close()
 
 
+def test_past_its_limit_the_wal_starts_over_after_the_commit(tmp_path: Path) -> None:
+    """PASSIVE checkpoints never let the WAL start over (the writer is always in its next
+    transaction): without the limit it would hold everything written."""
+    path = tmp_path / "bulk.sqlite"
+    writer = _table(path)
+    limit = 1_000_000
+    checkpointer = Checkpointer(writer, path, wal_limit=limit)
+    for i in range(10):  # each transaction ~2 MB of WAL, past the limit alone
+        _write(writer, 1000, i * 1000)
+        assert _wal_size(path) > limit
+        checkpointer.committed()
+        assert _wal_size(path) <= limit  # truncated by the writer, between transactions
+    checkpointer.close()
+    assert writer.execute("SELECT COUNT(*) FROM t").fetchone()[0] == 10_000
+    assert _in_file(path) == 1.0
+    writer.close()
+
+
 def test_without_its_thread_the_writer_checkpoints_nothing_when_turned_off(tmp_path: Path) -> None:
-    """The control for the test above: with automatic checkpoints off and no thread, the WAL's
+    """The control for the tests above: with automatic checkpoints off and no thread, the WAL's
     frames stay uncopied, so the copies seen above are the thread's."""
     path = tmp_path / "bulk.sqlite"
     writer = _table(path)
