@@ -241,9 +241,9 @@ def test_a_bulk_load_checkpoints_beside_the_writer_and_hands_it_back_at_the_end(
     cold.close()
 
 
-def test_a_chunk_upserted_during_a_bulk_load_stays_in_faiss(tmp_path: Path) -> None:
-    """FAISS is built at the end from the vectors adopted into an empty tier; a chunk written
-    meanwhile by another writer (not adopted) is in it too."""
+def _upserted_mid_load(tmp_path: Path) -> LocalCold:
+    """A bulk load into an empty tier: alpha and beta adopted, then gamma upserted by another
+    writer (its vector [1, 0, 0, 0])."""
     analyzer = Analyzer()
     cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
     cold.ensure()
@@ -251,6 +251,13 @@ def test_a_chunk_upserted_during_a_bulk_load_stays_in_faiss(tmp_path: Path) -> N
     cold.adopt([_segment(tmp_path / "a.segment", ["alpha", "beta"], analyzer)])
     chunk = Chunk("gamma#0", "gamma", 0, "Clause about gamma in the contract.", None, {})
     cold.upsert([EmbeddedChunk(chunk, np.asarray([1, 0, 0, 0], np.float32))])
+    return cold
+
+
+def test_a_chunk_upserted_during_a_bulk_load_stays_in_faiss(tmp_path: Path) -> None:
+    """FAISS is built at the end from the vectors adopted into an empty tier; a chunk written
+    meanwhile by another writer (not adopted) is in it too."""
+    cold = _upserted_mid_load(tmp_path)
     cold.bulk_end()
     vectors = cold._parts()[2]
     assert vectors.index.ntotal == 3
@@ -282,14 +289,8 @@ def test_a_tier_closed_mid_load_reopens_with_every_vector(tmp_path: Path) -> Non
     """Closed before ``bulk_end`` (the adopted rows not yet in FAISS) after an upsert made FAISS
     worth saving: what it saved is marked as of the load's start, so the reopened tier's FAISS
     catches up with every row."""
-    analyzer = Analyzer()
-    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
-    cold.ensure()
-    cold.bulk_begin(threads=1)
-    cold.adopt([_segment(tmp_path / "a.segment", ["alpha", "beta"], analyzer)])
-    chunk = Chunk("gamma#0", "gamma", 0, "Clause about gamma in the contract.", None, {})
-    cold.upsert([EmbeddedChunk(chunk, np.asarray([1, 0, 0, 0], np.float32))])
+    cold = _upserted_mid_load(tmp_path)
     cold.close()
-    reopened = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
+    reopened = LocalCold(tmp_path / "cold", dim=4, analyzer=Analyzer())
     assert reopened._parts()[2].index.ntotal == 3
     reopened.close()
