@@ -26,15 +26,21 @@ def _segment(path: Path, names: list[str], analyzer: Analyzer) -> Path:
     return path
 
 
+def _tier(tmp_path: Path) -> tuple[LocalCold, Analyzer]:
+    """An empty cold tier (4-dimensional vectors) and its analyzer."""
+    analyzer = Analyzer()
+    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
+    cold.ensure()
+    return cold, analyzer
+
+
 def _searchable(cold: LocalCold, word: str) -> int:
     """Hits for ``word`` in tantivy (what it has committed)."""
     return len(cold._parts()[1].search([word], Filters(tenant="default"), 10))
 
 
 def test_a_queued_commit_makes_what_was_adopted_before_it_searchable(tmp_path: Path) -> None:
-    analyzer = Analyzer()
-    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
-    cold.ensure()
+    cold, analyzer = _tier(tmp_path)
     cold.bulk_begin(threads=1)
     cold.adopt([_segment(tmp_path / "a.segment", ["alpha"], analyzer)])
     committed = cold.bulk_commit_later()
@@ -53,9 +59,7 @@ def test_a_commit_queued_after_a_failed_feed_commits_nothing(
 ) -> None:
     """tantivy failed to take some adopted rows: a commit queued after them fails and leaves the
     watermark where it was; the load's end rolls tantivy back and feeds it again from SQLite."""
-    analyzer = Analyzer()
-    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
-    cold.ensure()
+    cold, analyzer = _tier(tmp_path)
     cold.bulk_begin(threads=1)
     cold.adopt([_segment(tmp_path / "a.segment", ["alpha"], analyzer)])
     cold.bulk_commit_later().result()
@@ -84,9 +88,7 @@ def test_a_commit_queued_after_a_failed_feed_commits_nothing(
 
 def test_a_bulk_load_that_wrote_nothing_leaves_faiss_as_it_was(tmp_path: Path) -> None:
     """A re-run finds every document unchanged: the end neither reloads nor rebuilds FAISS."""
-    analyzer = Analyzer()
-    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
-    cold.ensure()
+    cold, analyzer = _tier(tmp_path)
     cold.bulk_begin(threads=1)
     cold.adopt([_segment(tmp_path / "a.segment", ["alpha", "beta"], analyzer)])
     cold.bulk_end()
@@ -104,9 +106,7 @@ def test_after_a_failed_feed_other_writes_wait_for_the_end(
     """An upsert committing tantivy after a failed feed would move its watermark past the rows
     it never took (lost from search for good): writes are refused, before anything is written,
     until ``bulk_end`` repaired it."""
-    analyzer = Analyzer()
-    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
-    cold.ensure()
+    cold, analyzer = _tier(tmp_path)
     cold.bulk_begin(threads=1)
     lexical = cold._parts()[1]
 
@@ -138,9 +138,7 @@ def _feed_failed_reading_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     failed before it read their rows back (so the vectors kept for FAISS lack theirs)."""
     from indexers.tiers import cold_bulk
 
-    analyzer = Analyzer()
-    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
-    cold.ensure()
+    cold, analyzer = _tier(tmp_path)
     cold.bulk_begin(threads=1)
     cold.adopt([_segment(tmp_path / "a.segment", ["alpha"], analyzer)])
     cold.bulk_commit_later().result()  # alpha's feed has read its vector back
@@ -193,9 +191,7 @@ def test_a_last_commit_or_faiss_build_that_fails_once_leaves_both_indexes_whole(
     """tantivy's last commit fails (a full disk: raised, tantivy catches up from SQLite), or
     FAISS's build from the adopted vectors does (a GPU out of memory: FAISS catches up from
     SQLite, nothing raised); either way both indexes end holding every adopted row."""
-    analyzer = Analyzer()
-    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
-    cold.ensure()
+    cold, analyzer = _tier(tmp_path)
     cold.bulk_begin(threads=1)
     cold.adopt([_segment(tmp_path / "a.segment", ["alpha", "beta"], analyzer)])
     _, lexical, vectors = cold._parts()
@@ -221,9 +217,7 @@ def test_a_last_commit_or_faiss_build_that_fails_once_leaves_both_indexes_whole(
 
 
 def test_a_bulk_load_checkpoints_beside_the_writer_and_hands_it_back_at_the_end(tmp_path: Path) -> None:
-    analyzer = Analyzer()
-    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
-    cold.ensure()
+    cold, analyzer = _tier(tmp_path)
     writer = cold._parts()[0].writer
     cold.bulk_begin(threads=1)
     assert writer.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0  # the thread does it
@@ -244,9 +238,7 @@ def test_a_bulk_load_checkpoints_beside_the_writer_and_hands_it_back_at_the_end(
 def _upserted_mid_load(tmp_path: Path) -> LocalCold:
     """A bulk load into an empty tier: alpha and beta adopted, then gamma upserted by another
     writer (its vector [1, 0, 0, 0])."""
-    analyzer = Analyzer()
-    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
-    cold.ensure()
+    cold, analyzer = _tier(tmp_path)
     cold.bulk_begin(threads=1)
     cold.adopt([_segment(tmp_path / "a.segment", ["alpha", "beta"], analyzer)])
     chunk = Chunk("gamma#0", "gamma", 0, "Clause about gamma in the contract.", None, {})
@@ -269,9 +261,7 @@ def test_a_chunk_upserted_during_a_bulk_load_stays_in_faiss(tmp_path: Path) -> N
 def test_a_bulk_load_that_fails_to_begin_leaves_the_writer_checkpointing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    analyzer = Analyzer()
-    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
-    cold.ensure()
+    cold, _ = _tier(tmp_path)
     store, lexical, _ = cold._parts()
 
     def no_writer(*args: object, **kwargs: object) -> None:
