@@ -66,6 +66,9 @@ class _WriterCheckpoints:
     def committed(self) -> None:
         pass
 
+    def writing(self) -> None:
+        pass
+
     def stop(self) -> None:
         pass
 
@@ -86,11 +89,15 @@ def main() -> None:
         "--page-size", type=int, default=cold_store.PAGE_SIZE, help="SQLite page size of new files"
     )
     parser.add_argument(
+        "--wal-limit-mb", type=int, default=cold_bulk.BULK_WAL_LIMIT >> 20, help="the WAL's bound in bulk"
+    )
+    parser.add_argument(
         "--writer-checkpoints", action="store_true", help="no checkpoint thread: the writer's own"
     )
     args = parser.parse_args()
     if args.writer_checkpoints:
         cold_bulk.Checkpointer = _WriterCheckpoints  # type: ignore[assignment,misc]
+    cold_bulk.BULK_WAL_LIMIT = args.wal_limit_mb << 20  # read when a bulk load begins
     cold_store.PAGE_SIZE = cold_segment.PAGE_SIZE = args.page_size  # read when each file is made
     analyzer = Analyzer()
     with tempfile.TemporaryDirectory(dir=args.work) as tmp:
@@ -127,6 +134,7 @@ def main() -> None:
             "rows": args.rows,
             "group": args.group,
             "page_size": args.page_size,
+            "wal_limit_mb": args.wal_limit_mb,
             "seconds": round(seconds, 1),
             "rows_per_s": round(args.rows / seconds),
             "rows_per_s_by_step": steps,

@@ -42,13 +42,17 @@ class Checkpointer:
     after each commit it is told of (``committed``): it copies what is committed while the
     writer builds its next transaction, and never blocks it.
 
-    A PASSIVE checkpoint never lets the WAL start over (the writer is always in its next
-    transaction by then), so the file would grow by everything written. Once it is past
-    ``wal_limit`` bytes, ``committed`` (in the writer's thread, between transactions) runs a
-    TRUNCATE checkpoint: it copies what the thread has not (about the last transaction), and
-    the WAL starts over, empty. The last checkpoint (``stop``) truncates too. Nothing changes
-    for durability: a committed transaction is in the WAL (synced at COMMIT) until a checkpoint
-    copies it.
+    The WAL starts over (from its first byte, in place) when a transaction begins with every
+    frame copied. A bulk writer that waits for its input between transactions gives the thread
+    time to catch up; one that never waits would grow the file by everything written, as a
+    PASSIVE checkpoint finds the writer in its next transaction. So the writer says when it is
+    about to write (``writing``): past ``wal_limit`` bytes, it first waits for the thread's copy
+    of every commit, and the file stays within about ``wal_limit`` plus one transaction. (Once
+    the writer ran a TRUNCATE checkpoint itself after each commit past the limit: in a
+    2M-chunk load on the H200 machine that was 8.8 s of the owner's time; docs/benchmarks.md.)
+    Readers holding an old snapshot keep the WAL from starting over; it grows until they let
+    go. The last checkpoint (``stop``) truncates the file. Nothing changes for durability: a
+    committed transaction is in the WAL (synced at COMMIT) until a checkpoint copies it.
     """
 
     def __init__(
@@ -64,51 +68,78 @@ class Checkpointer:
         self._wal = path.with_name(path.name + "-wal")
         self._wal_limit = wal_limit
         self._synchronous: Literal["FULL", "NORMAL"] = synchronous
-        self._wake = threading.Event()
+        self._turn = threading.Condition()
+        self._asked = 0  # commits told of (``committed``)
+        self._copied = 0  # of those, how many the last finished checkpoint covered
+        self._running = True  # the thread is up (False: it could not connect, or it ended)
         self._stopping = False
         self.seconds = 0.0  # the thread busy checkpointing
-        self.writer_seconds = 0.0  # the writer's own TRUNCATE checkpoints
+        self.writer_seconds = 0.0  # the writer waiting for the thread at the WAL's limit
         self._autocheckpoint = int(writer.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
         writer.execute("PRAGMA wal_autocheckpoint=0")
         self._thread = threading.Thread(target=self._run, name="sqlite-checkpoint", daemon=True)
         self._thread.start()
 
     def committed(self) -> None:
-        """The writer committed: the thread copies what it wrote; past the WAL's limit, the
-        writer truncates it now (call it from the writer's thread, outside a transaction)."""
+        """The writer committed: the thread copies what it wrote."""
+        with self._turn:
+            self._asked += 1
+            self._turn.notify_all()
+
+    def writing(self) -> None:
+        """The writer is about to begin a transaction (call it from the writer's thread, outside
+        a transaction): past the WAL's limit it waits for the thread's copy of every commit, so
+        that this transaction starts the WAL over."""
         try:
-            over = self._wal.stat().st_size > self._wal_limit
+            size = self._wal.stat().st_size
         except FileNotFoundError:
-            over = False
-        if over:
-            began = time.perf_counter()
+            return
+        if size <= self._wal_limit:
+            return
+        began = time.perf_counter()
+        with self._turn:
+            while self._running and self._copied < self._asked:
+                self._turn.wait()
+            alone = not self._running
+        if alone:  # no thread: the writer copies the WAL itself
             _checkpoint(self._writer, "TRUNCATE", self._path)
-            self.writer_seconds += time.perf_counter() - began
-        self._wake.set()
+        self.writer_seconds += time.perf_counter() - began
 
     def _run(self) -> None:
         try:
             conn = connect(self._path, synchronous=self._synchronous, shared=False)
-        except sqlite3.Error:  # the writer's TRUNCATE checkpoints still bound the WAL
+        except sqlite3.Error:  # the writer checkpoints at the WAL's limit itself (``committed``)
             log.exception("sqlite: no checkpoint thread for %s", self._path)
+            self._ended()
             return
         try:
             while True:
-                self._wake.wait()
-                self._wake.clear()
-                last = self._stopping  # read first: this checkpoint covers all before ``stop``
+                with self._turn:
+                    while self._copied == self._asked and not self._stopping:
+                        self._turn.wait()
+                    ticket, last = self._asked, self._stopping  # this checkpoint covers those
                 began = time.perf_counter()
                 _checkpoint(conn, "TRUNCATE" if last else "PASSIVE", self._path)
                 self.seconds += time.perf_counter() - began
+                with self._turn:
+                    self._copied = ticket
+                    self._turn.notify_all()
                 if last:
                     return
         finally:
             conn.close()
+            self._ended()
+
+    def _ended(self) -> None:
+        with self._turn:
+            self._running = False
+            self._turn.notify_all()
 
     def stop(self) -> None:
         """Start the last checkpoint (of everything committed so far) without waiting for it."""
-        self._stopping = True
-        self._wake.set()
+        with self._turn:
+            self._stopping = True
+            self._turn.notify_all()
 
     def close(self) -> None:
         """The last checkpoint done, the writer checkpoints by itself again (call it from the

@@ -28,8 +28,8 @@ from indexers.tiers.cold_vectors import KMeans, VectorIndex
 log = logging.getLogger(__name__)
 
 BULK_CACHE_MIB = 512  # SQLite writer's page cache during bulk loads (cold_segment: why)
-# The WAL's size past which the owner truncates it (``Checkpointer``): a bulk load's disk
-# overhead; each truncation costs the owner about one transaction's copy.
+# The WAL's size past which the owner waits for its copy before writing on, so that it starts over
+# (``Checkpointer``): a bulk load's disk overhead; each wait costs the owner up to a transaction's copy.
 BULK_WAL_LIMIT = 1 << 30
 
 
@@ -49,7 +49,8 @@ class BulkLoads:
         self._tombstones_before = 0
         self._version_before = 0
         self._checkpointer: Checkpointer | None = None  # the WAL copied beside adoption (bulk mode)
-        # busy time of bulk loads: adopt (SQLite; adopt_truncate: the WAL truncated, in it),
+        # busy time of bulk loads: adopt (SQLite; adopt_wal_wait: waiting for the WAL's copy at
+        # its limit, in it),
         # read (rows read back), lexical (tantivy), checkpoint (the WAL copied into the database
         # beside the adoption: ``Checkpointer``), vectors
         # (FAISS at the end; its build's steps and its save also apart: vectors_train, _add, _save)
@@ -100,6 +101,8 @@ class BulkLoads:
         with store.write_lock:
             self._spent("adopt_wait", waited)
             began = time.perf_counter()
+            if self._checkpointer is not None:  # past its limit the WAL starts over with this one
+                self._checkpointer.writing()
             conn, attached, n = store.writer, [], 0
             try:
                 for i, segment in enumerate(segments):  # attached outside the transaction
@@ -244,7 +247,7 @@ class BulkLoads:
         if checkpointer is not None:
             checkpointer.close()
             self._add("checkpoint", checkpointer.seconds)
-            self._add("adopt_truncate", checkpointer.writer_seconds)
+            self._add("adopt_wal_wait", checkpointer.writer_seconds)
 
     def _vectors_mark(self, store: Store) -> int:
         """The version FAISS holds every change up to, as saved: during a bulk load it has not

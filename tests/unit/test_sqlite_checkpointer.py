@@ -5,7 +5,9 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
+from indexers import sqlite as sqlite_module
 from indexers.sqlite import Checkpointer, connect
 
 ROW = b"x" * 2000
@@ -59,21 +61,49 @@ def test_the_thread_copies_each_commit_while_the_writer_goes_on(tmp_path: Path) 
     writer.close()
 
 
-def test_past_its_limit_the_wal_starts_over_after_the_commit(tmp_path: Path) -> None:
-    """PASSIVE checkpoints never let the WAL start over (the writer is always in its next
-    transaction): without the limit it would hold everything written."""
+def test_past_its_limit_the_wal_starts_over_in_place(tmp_path: Path) -> None:
+    """A writer that never pauses: without the limit, PASSIVE checkpoints would find it in its
+    next transaction every time and the WAL would hold everything written (20 MB here)."""
     path = tmp_path / "bulk.sqlite"
     writer = _table(path)
     limit = 1_000_000
     checkpointer = Checkpointer(writer, path, wal_limit=limit)
+    sizes = []
     for i in range(10):  # each transaction ~2 MB of WAL, past the limit alone
+        checkpointer.writing()  # past the limit: every frame is copied when it returns
+        if i:
+            assert _in_file(path) == 1.0
+            assert _wal_size(path) == sizes[-1]  # not cut: this transaction writes it over
         _write(writer, 1000, i * 1000)
-        assert _wal_size(path) > limit
+        sizes.append(_wal_size(path))
         checkpointer.committed()
-        assert _wal_size(path) <= limit  # truncated by the writer, between transactions
+    one = sizes[0]  # one transaction's frames
+    assert one > limit
+    assert max(sizes) <= one + 65_536  # each transaction wrote the WAL from its start again
+    assert checkpointer.writer_seconds > 0
     checkpointer.close()
+    assert _wal_size(path) == 0  # the last checkpoint truncates it
     assert writer.execute("SELECT COUNT(*) FROM t").fetchone()[0] == 10_000
-    assert _in_file(path) == 1.0
+    writer.close()
+
+
+def test_with_no_thread_the_writer_bounds_the_wal_itself(tmp_path: Path, monkeypatch: Any) -> None:
+    """If the thread cannot open its connection, the writer checkpoints at the limit itself."""
+    path = tmp_path / "bulk.sqlite"
+    writer = _table(path)
+
+    def refused(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(sqlite_module, "connect", refused)
+    checkpointer = Checkpointer(writer, path, wal_limit=1_000_000)
+    for i in range(3):
+        _write(writer, 1000, i * 1000)
+        checkpointer.committed()
+        checkpointer.writing()
+        assert _wal_size(path) == 0  # truncated by the writer
+    checkpointer.close()
+    assert writer.execute("SELECT COUNT(*) FROM t").fetchone()[0] == 3000
     writer.close()
 
 
