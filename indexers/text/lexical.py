@@ -30,6 +30,8 @@ _CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _RUNS = re.compile(rf"([{_CJK}]+)|([^\W_{_CJK}]+)", re.UNICODE)
 _MAX_TERM_LEN = 40
 _ASCII_WORDS = re.compile(r"[a-z0-9]+")  # what _RUNS finds in lower-cased ASCII text
+_WORDS = re.compile(rf"[^\W_{_CJK}]+", re.UNICODE)  # what _RUNS finds in text without ideographs
+_IDEOGRAPH = re.compile(rf"[{_CJK}]")
 _MEMO_WORDS = 500_000
 
 
@@ -62,17 +64,15 @@ class Analyzer:
         lowered = text.lower()
         if lowered.isascii():  # the common case: no ideographs; each word's term memoised
             return self._memoised(_ASCII_WORDS.findall(lowered))
+        if _IDEOGRAPH.search(lowered) is None:  # other scripts, symbols, accents: the same way
+            return self._memoised(_WORDS.findall(lowered))
         stop = self._stopwords
-        runs = _RUNS.findall(lowered)
-        if any(cjk for cjk, _ in runs):
-            words: list[str] = []
-            for cjk, word in runs:
-                if cjk:
-                    words.extend(cjk_terms(cjk))
-                elif word not in stop and len(word) <= _MAX_TERM_LEN:
-                    words.append(word)
-        else:  # the common case, as one comprehension
-            words = [w for _, w in runs if w not in stop and len(w) <= _MAX_TERM_LEN]
+        words: list[str] = []
+        for cjk, word in _RUNS.findall(lowered):
+            if cjk:
+                words.extend(cjk_terms(cjk))
+            elif word not in stop and len(word) <= _MAX_TERM_LEN:
+                words.append(word)
         if not self._stem:
             return words
         stems: list[str] = self._stemmer().stemWords(words)
@@ -80,7 +80,8 @@ class Analyzer:
 
     def _memoised(self, words: list[str]) -> list[str]:
         """Each word's term ("" for a stopword or an overlong word), from a memo by word: the
-        same as the loop below, a third of the time (a vocabulary repeats)."""
+        same as the loop in ``terms``, a third of the time (a vocabulary repeats). Words of
+        text without ideographs only: a word's term does not depend on its neighbours."""
         memo = self._memo
         try:
             return list(filter(None, map(memo.__getitem__, words)))

@@ -59,7 +59,9 @@ def test_query_vector_is_unit_weight_per_unique_term() -> None:
 
 
 @pytest.mark.parametrize("options", [{}, {"stem": False}, {"stopwords": False}])
-def test_ascii_terms_from_the_memo_are_those_of_the_general_path(options: dict[str, bool]) -> None:
+def test_terms_from_the_memo_are_those_of_the_general_path(options: dict[str, bool]) -> None:
+    """Text without ideographs (ASCII or not) takes its terms from a memo by word; text with
+    them takes the general path, word by word in place."""
     import json
     from pathlib import Path
 
@@ -69,10 +71,12 @@ def test_ascii_terms_from_the_memo_are_those_of_the_general_path(options: dict[s
         for line in path.read_text(encoding="utf-8").splitlines()
     ]
     texts += ["The THE the's a_b x1 don't", "a" * 50 + " b", "", "the and of"]
+    texts += ["Über naïve façades: İstanbul's ΣΊΣΥΦΟΣ, ﬁnal \u212aelvin, 5 µm, e\u0301te\u0301, the über"]
+    texts += ["Die Straße; les élèves; los niños — " + "é" * 45 + " ok"]
     analyzer = Analyzer(**options)
-    ascii_texts = [t for t in texts if t.isascii()]
-    assert len(ascii_texts) > 50
+    plain = [t for t in texts if not any("\u3400" <= ch <= "\u9fff" for ch in t)]
+    assert sum(t.isascii() for t in plain) > 50 and sum(not t.isascii() for t in plain) >= 2
     for _ in range(2):  # the memo empty, then full
-        for text in ascii_texts:
-            # a non-ASCII word sends the text down the general path; it adds its own term last
-            assert analyzer.terms(text) == analyzer.terms(text + " é")[:-1]
+        for text in plain:
+            # an ideograph sends the text down the general path; it adds its own term last
+            assert analyzer.terms(text) == analyzer.terms(text + " 好")[:-1]
