@@ -108,7 +108,7 @@ class Checkpointer:
     def _run(self) -> None:
         try:
             conn = connect(self._path, synchronous=self._synchronous, shared=False)
-        except sqlite3.Error:  # the writer checkpoints at the WAL's limit itself (``committed``)
+        except sqlite3.Error:  # the writer checkpoints at the WAL's limit itself (``writing``)
             log.exception("sqlite: no checkpoint thread for %s", self._path)
             self._ended()
             return

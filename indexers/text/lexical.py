@@ -27,11 +27,11 @@ ANALYZER_VERSION = "3-cjk-apart-from-latin"
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 # A word never runs into ideographs: "第20条" is 第 · 20 · 条, "GDPR第17条" is gdpr · 第 · 17 · 条
 # (version 2 read "20条" and "gdpr第17条" as single words, which nothing else matched).
-_RUNS = re.compile(rf"([{_CJK}]+)|([^\W_{_CJK}]+)", re.UNICODE)
-_MAX_TERM_LEN = 40
-_ASCII_WORDS = re.compile(r"[a-z0-9]+")  # what _RUNS finds in lower-cased ASCII text
 _WORDS = re.compile(rf"[^\W_{_CJK}]+", re.UNICODE)  # what _RUNS finds in text without ideographs
+_RUNS = re.compile(rf"([{_CJK}]+)|({_WORDS.pattern})", re.UNICODE)
 _IDEOGRAPH = re.compile(rf"[{_CJK}]")
+_MAX_TERM_LEN = 40
+_ASCII_WORDS = re.compile(r"[a-z0-9]+")  # what _WORDS finds in lower-cased ASCII text
 _MEMO_WORDS = 500_000
 
 

@@ -49,11 +49,10 @@ class BulkLoads:
         self._tombstones_before = 0
         self._version_before = 0
         self._checkpointer: Checkpointer | None = None  # the WAL copied beside adoption (bulk mode)
-        # busy time of bulk loads: adopt (SQLite; adopt_wal_wait: waiting for the WAL's copy at
-        # its limit, in it),
-        # read (rows read back), lexical (tantivy), checkpoint (the WAL copied into the database
-        # beside the adoption: ``Checkpointer``), vectors
-        # (FAISS at the end; its build's steps and its save also apart: vectors_train, _add, _save)
+        # busy time of bulk loads: adopt (SQLite; in it adopt_wal_wait, waiting for the WAL's copy
+        # at its limit), read (rows read back), lexical (tantivy), checkpoint (the WAL copied into
+        # the database beside the adoption: ``Checkpointer``), vectors (FAISS at the end; its
+        # build's steps and its save also apart: vectors_train, _add, _save)
         self.bulk_seconds: dict[str, float] = {}
 
     def _parts(self) -> tuple[Store, LexicalIndex, VectorIndex]:
