@@ -66,7 +66,7 @@ eval: install
 
 # Search latency of the server while it ingests and seals a hot shard (docs/benchmarks.md).
 bench: install-dev
-	cd bench && $(abspath $(BIN))/python indexing_p99.py --data $(abspath $(DATA))/scifact --out $(abspath docs)/bench-indexing.json
+	cd bench && $(abspath $(BIN))/python indexing_p99.py --data $(abspath $(DATA))/scifact --out $(abspath bench/results)/bench-indexing.json
 
 clean:
 	rm -rf .rag-data .pytest_cache .mypy_cache .ruff_cache

@@ -1,7 +1,7 @@
 """Bulk ingestion end to end, either engine, with what kept it busy.
 
     python bench/bulk_ingest.py --engine ray --tier cold --docs 5183 --join 2 --repeat 60 --rerun \
-        --out docs/bench-bulk-ingest.json
+        --out bench/results/bench-bulk-ingest.json
 
 Writes the corpus (the first ``--docs`` records, ``--join`` per document, cycled ``--repeat``
 times with distinct ids) to a JSONL file, then ingests it into a fresh embedded tier:

@@ -1,6 +1,6 @@
 """The embedded cold tier's bulk adoption as the table grows: rows a second, per step.
 
-    python bench/cold_adopt.py --rows 1000000 --group 8 --out docs/bench-cold-adopt.json
+    python bench/cold_adopt.py --rows 1000000 --group 8 --out bench/results/bench-cold-adopt.json
     python bench/cold_adopt.py --rows 500000 --page-size 16384   # the page size before 64 KB
     python bench/cold_adopt.py --rows 500000 --writer-checkpoints  # the WAL copied as before
 

@@ -2,7 +2,7 @@
 
     python bench/ingest.py speed --corpus ../shared/data/scifact/corpus.jsonl.gz --docs 400
     python bench/ingest.py rss --corpus ../shared/data/scifact/corpus.jsonl.gz --docs 300 --scale 10
-    python bench/ingest.py all --out docs/bench-ingest.json     # both, with this machine's details
+    python bench/ingest.py all --out bench/results/bench-ingest.json     # both, with this machine's details
 
 ``speed`` writes the documents to a JSONL file, chunks them once to learn the chunk texts,
 times the raw embedder on exactly those texts (``embed`` called with the pipeline's batch

@@ -1,6 +1,6 @@
 """Load on /v1/search over loopback, as ratios to this machine's limits measured in the same run.
 
-    python bench/load.py --data-dir /tmp/ev/scifact-onnx --out docs/bench-load.json
+    python bench/load.py --data-dir /tmp/ev/scifact-onnx --out bench/results/bench-load.json
     python bench/load.py --data-dir … --soak 300      # + RSS of the server over a 5-minute run
     python bench/load.py --data-dir … --levels 64 --profile /tmp/serve.speedscope.json  # + py-spy
 

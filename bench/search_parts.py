@@ -1,6 +1,6 @@
 """What one search costs in each part, measured alone: the floor under ``bench/load.py``.
 
-    python bench/search_parts.py --data-dir /tmp/ev/scifact-onnx --out docs/bench-parts.json
+    python bench/search_parts.py --data-dir /tmp/ev/scifact-onnx --out bench/results/bench-parts.json
 
 On an already-ingested data dir (a hot tier on Qdrant Edge), with the server stopped (one
 process may open an Edge shard), it measures, CPU time per search:

@@ -1,6 +1,6 @@
 """Writes inside the server against search: /v1/search latency idle and during a file upload.
 
-    python bench/upload_under_load.py --out docs/bench-upload.json
+    python bench/upload_under_load.py --out bench/results/bench-upload.json
 
 1. SciFact's corpus is written as one Markdown file per document (``# title`` + abstract).
 2. In process: ``rag-router ingest FILES`` into a fresh data dir (no server): chunks/s.

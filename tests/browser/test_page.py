@@ -42,8 +42,8 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    # the cascade curve measured on SciFact (docs/bench-cascade.json), as bench/cascade_curve.py prints it
-    shutil.copy(ROOT / "docs" / "bench-cascade.json", data / "evals" / "cascade.json")
+    # the cascade curve measured on SciFact (bench/results/bench-cascade.json), as bench/cascade_curve.py prints it
+    shutil.copy(ROOT / "bench" / "results" / "bench-cascade.json", data / "evals" / "cascade.json")
     port = free_port()
     with server(data, port, RAG_API_KEYS=json.dumps([KEY])):
         url = f"http://127.0.0.1:{port}"
