@@ -42,7 +42,7 @@ from bench.ingest import DEFAULT_CORPUS, make_tiers, write_corpus
 from indexers.embed.embedder import AsyncEmbedder, SentenceTransformerEmbedder
 from indexers.ingest.load import load_paths
 from indexers.ingest.pipeline import Pipeline
-from indexers.ingest.ray_pipeline import RUNTIME_ENV, RayOptions, RayPipeline
+from indexers.ingest.ray.pipeline import RUNTIME_ENV, RayOptions, RayPipeline
 from indexers.ingest.results import IngestReport
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer

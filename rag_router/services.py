@@ -26,7 +26,7 @@ from indexers.embed.embedder import (
 from indexers.ingest.jobs import JobRunner
 from indexers.ingest.ledger_engines import open_ledger
 from indexers.ingest.pipeline import Pipeline
-from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
+from indexers.ingest.ray.pipeline import RayOptions, RayPipeline
 from indexers.ingest.retier import RetierReport
 from indexers.ingest.retier import retier as run_retier
 from indexers.manifest import IndexManifest, check_manifest

@@ -1,6 +1,6 @@
 """What an ingestion run reports (per document and in total), and where a document goes.
 
-Shared by both engines (``pipeline`` in process, ``ray_pipeline`` on Ray), the job runner and
+Shared by both engines (``pipeline`` in process, ``ray.pipeline`` on Ray), the job runner and
 ledger, and the service's metrics.
 """
 

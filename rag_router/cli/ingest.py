@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from indexers.ingest.load import FieldMap, LoadOptions, iter_files, load_paths
-from indexers.ingest.ray_pipeline import RayOptions
+from indexers.ingest.ray.pipeline import RayOptions
 from indexers.ingest.results import IngestReport, OnBatch, Placement
 from rag_router.cli.common import app, console, fail, local_services, server_url, setup_logging
 from rag_router.cli.report import Summary, print_report, progress_bar

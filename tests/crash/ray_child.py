@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from indexers.embed.embedder import SentenceTransformerEmbedder
-from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
+from indexers.ingest.ray.pipeline import RayOptions, RayPipeline
 from indexers.ingest.results import DocResult, IngestReport
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer

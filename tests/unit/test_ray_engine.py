@@ -19,13 +19,13 @@ import pytest
 
 from indexers.embed.embedder import AsyncEmbedder, SentenceTransformerEmbedder
 from indexers.embed.tokens import count_tokens
-from indexers.ingest import ray_engine as engine
 from indexers.ingest.load import LoadOptions, load_paths
 from indexers.ingest.pipeline import Pipeline
 from indexers.ingest.prepare import chunk_documents, with_structure
-from indexers.ingest.ray_engine import BACKGROUND_NICE, step_back
-from indexers.ingest.ray_pipeline import RayOptions, RayPipeline
-from indexers.ingest.units import plan_units, read_unit, taper
+from indexers.ingest.ray import engine
+from indexers.ingest.ray.engine import BACKGROUND_NICE, step_back
+from indexers.ingest.ray.pipeline import RayOptions, RayPipeline
+from indexers.ingest.ray.units import plan_units, read_unit, taper
 from indexers.records import Chunk, Document, EmbeddedChunk, TierName
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
@@ -44,7 +44,7 @@ def local_ray() -> Iterator[None]:
     and leaves it running. Starting and stopping Ray once per run, as the CLI does, is what a
     process does once; done many times in one process, ``ray.shutdown`` was seen to hang."""
     ray = pytest.importorskip("ray")
-    from indexers.ingest.ray_pipeline import RUNTIME_ENV
+    from indexers.ingest.ray.pipeline import RUNTIME_ENV
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=RUNTIME_ENV)
     try:
@@ -343,7 +343,7 @@ class _Model:
 
 
 def test_an_actor_loads_the_model_only_when_asked_or_when_there_is_something_to_embed() -> None:
-    from indexers.ingest.ray_engine import EmbedActor
+    from indexers.ingest.ray.engine import EmbedActor
 
     loads: list[int] = []
 
@@ -499,7 +499,7 @@ async def test_documents_whose_segment_was_not_adopted_are_never_acknowledged(tm
     fails (a full disk, say), the results of the rows in that group are dropped: what the run's
     last commit acknowledges (``RayPipeline.ingest`` commits in ``finally``) is exactly what the
     tier holds."""
-    from indexers.ingest.ray_owner import Writer
+    from indexers.ingest.ray.owner import Writer
     from indexers.ingest.results import IngestReport
     from indexers.tiers.cold_segment import ADOPT_GROUP
 
@@ -567,7 +567,7 @@ async def test_documents_of_a_failed_tantivy_commit_are_never_acknowledged(
 ) -> None:
     """Commits run behind tantivy's feed while the owner goes on: when feeding fails, the commit
     after it fails, and neither its documents nor any later ones are acknowledged."""
-    from indexers.ingest.ray_owner import Writer
+    from indexers.ingest.ray.owner import Writer
     from indexers.ingest.results import IngestReport
 
     analyzer = Analyzer()

@@ -9,8 +9,8 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pytest
 
-from indexers.ingest import ray_tiers
-from indexers.ingest.ray_tiers import Server
+from indexers.ingest.ray import tiers as ray_tiers
+from indexers.ingest.ray.tiers import Server
 from indexers.records import DOC_HASH, Chunk, EmbeddedChunk, StoredChunk
 
 

@@ -2,7 +2,7 @@
 
     units ─ prepare (CPU tasks) ─ embed (actor pool: one per GPU, or CPU actors) ─ build (CPU tasks) ─ owner
 
-* **units** (``indexers.ingest.units``): the input cut into pieces of about ``unit_mb``
+* **units** (``indexers.ingest.ray.units``): the input cut into pieces of about ``unit_mb``
   (line-aligned byte ranges of a JSONL file, groups of one-document files); a gzip file is one unit.
 * **prepare** (``prepare_units``): load, fingerprint and place each document; read what the tiers
   hold of it where a worker can (the embedded cold tier's SQLite, read-only; a server through its
@@ -52,9 +52,9 @@ from indexers.ingest.prepare import (
     unchanged,
     with_structure,
 )
-from indexers.ingest.ray_tiers import Lookup, Server
+from indexers.ingest.ray.tiers import Lookup, Server
+from indexers.ingest.ray.units import Unit, read_unit
 from indexers.ingest.results import DocResult, Placement, place
-from indexers.ingest.units import Unit, read_unit
 from indexers.records import Chunk, Document, EmbeddedChunk, TierName
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer

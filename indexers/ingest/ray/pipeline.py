@@ -1,4 +1,4 @@
-"""The Ray engine's owner: starts the dataflow (``indexers.ingest.ray_engine``), writes, acknowledges.
+"""The Ray engine's owner: starts the dataflow (``indexers.ingest.ray.engine``), writes, acknowledges.
 
 Same contract as ``Pipeline.ingest``: an ``IngestReport``, ``on_batch`` called with documents
 once they are durable, ``cancel`` honoured between batches. The embedded tiers stay in this
@@ -25,11 +25,11 @@ from typing import Any, cast
 from indexers.embed.embedder import AsyncEmbedder, Embedder, PassEmbedder
 from indexers.ingest.load import LoadOptions
 from indexers.ingest.pipeline import Pipeline
-from indexers.ingest.ray_engine import EmbedActor, Spec, build_segments, prepare_units
-from indexers.ingest.ray_owner import Key, Writer
-from indexers.ingest.ray_tiers import Lookup, Server
+from indexers.ingest.ray.engine import EmbedActor, Spec, build_segments, prepare_units
+from indexers.ingest.ray.owner import Key, Writer
+from indexers.ingest.ray.tiers import Lookup, Server
+from indexers.ingest.ray.units import Unit, plan_units, read_unit, taper
 from indexers.ingest.results import DocResult, IngestReport, OnBatch, Placement
-from indexers.ingest.units import Unit, plan_units, read_unit, taper
 from indexers.records import Document, TierName
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
@@ -55,7 +55,7 @@ class RayOptions:
     actors_per_gpu: int = 2
     unit_mb: float = 1.0  # input per prepare task
     # The last wave of units (a unit a core) cut into this many each: the run's end drains sooner
-    # (``indexers.ingest.units.taper``; 1: no cutting).
+    # (``indexers.ingest.ray.units.taper``; 1: no cutting).
     taper: int = 4
     embed_units: int = 4  # units per embedding call (a GPU wants thousands of chunks at once)
     commit_chunks: int = 65_536  # chunks adopted between tantivy commits (and acknowledgements)
