@@ -8,7 +8,7 @@ up, nothing more. Otherwise the document is chunked and compared chunk by chunk:
 whose content hash changed are embedded and written, and chunks it no longer has are stale.
 
 The in-process pipeline (``indexers.ingest.pipeline``) and the Ray engine
-(``indexers.ingest.ray_engine``) both call these, so they store the same thing.
+(``indexers.ingest.ray.engine``) both call these, so they store the same thing.
 """
 
 from __future__ import annotations
