@@ -20,7 +20,11 @@ from rag_router.api.deps import Tenant
 from rag_router.errors import NotFound
 
 STATIC = Path(__file__).parent / "static"
-ASSETS = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
+ASSETS = {
+    "app.js": "text/javascript; charset=utf-8",
+    "app.css": "text/css; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
+}
 CACHE = {"Cache-Control": "no-cache"}  # revalidated (ETag) each load: a new version shows at once
 
 router = APIRouter(include_in_schema=False)
@@ -29,6 +33,12 @@ router = APIRouter(include_in_schema=False)
 @router.get("/")
 async def page() -> HTMLResponse:
     return HTMLResponse((STATIC / "index.html").read_text(encoding="utf-8"), headers=CACHE)
+
+
+@router.get("/favicon.ico")
+async def favicon() -> FileResponse:
+    """What browsers (and /docs) ask every site for: the page's icon, not a 404 in the log."""
+    return FileResponse(STATIC / "favicon.svg", media_type=ASSETS["favicon.svg"], headers=CACHE)
 
 
 @router.get("/ui/evals.json")

@@ -12,12 +12,12 @@ from rag_router.api.deps import Svc
 router = APIRouter()
 
 
-@router.get("/healthz")
+@router.get("/healthz", summary="Liveness")
 async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get("/readyz", summary="Readiness")
 async def readyz(request: Request, svc: Svc) -> JSONResponse:
     backends: dict[str, dict[str, Any]] = {}
     counts = not request.app.state.keys.enabled  # a count spans tenants: not for anyone to read
@@ -38,6 +38,7 @@ async def readyz(request: Request, svc: Svc) -> JSONResponse:
 
 @router.get(
     "/metrics",
+    summary="Prometheus metrics",
     response_class=PlainTextResponse,
     responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
 )
