@@ -7,11 +7,13 @@ nothing reads the environment at import time.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsError as SourceError
 
 # Routing policy, constraint phrasings, domains and prompt templates: YAML a user can edit.
 PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
@@ -152,11 +154,28 @@ class RetrievalSettings(BaseModel):
     )
     dense_weight: float = Field(1.0, ge=0)
     lexical_weight: float = Field(1.0, ge=0)
+    # The relevance floor (rag_router/answer/floor.py; the curve: bench/results/answer-floor.json):
+    # a hit is relevant when a weighted leg scores it at or above its floor; with none relevant,
+    # /v1/answer declines ("nothing relevant is stored").
+    floor_dense: float = Field(0.35, ge=-1, le=1, description="dense cosine a relevant hit reaches (-1: off)")
+    floor_lexical: float = Field(
+        2.0, ge=0, description="BM25 per distinct query term a relevant hit reaches (0: off)"
+    )
+
+
+class SettingsError(ValueError):
+    """A setting in the environment or ``.env`` that does not parse: which variable, and why."""
 
 
 class Settings(BaseSettings):
+    # env_ignore_empty: `RAG_X=` (as .env.example leaves the optional ones) means unset, the
+    # default, not an empty string that an int or URL field refuses.
     model_config = SettingsConfigDict(
-        env_prefix="RAG_", env_nested_delimiter="__", env_file=".env", extra="ignore"
+        env_prefix="RAG_",
+        env_nested_delimiter="__",
+        env_file=".env",
+        extra="ignore",
+        env_ignore_empty=True,
     )
 
     data_dir: Path = Field(Path(".rag-data"), description="where the embedded tiers keep their files")
@@ -225,5 +244,27 @@ def shared_store(settings: Settings) -> bool:
 
 
 def get_settings(**overrides: object) -> Settings:
-    """Settings from the environment (and ``.env``), with explicit overrides on top."""
-    return Settings(**overrides)  # type: ignore[arg-type]
+    """Settings from the environment (and ``.env``), with explicit overrides on top.
+
+    Raises ``SettingsError`` naming each variable that does not parse (no pydantic traceback).
+    """
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise SettingsError(describe(exc)) from None
+    except SourceError as exc:  # a list or section whose value is not JSON
+        field = re.search(r'field "(\w+)"', str(exc))
+        name = f"RAG_{field.group(1).upper()}" if field else "a RAG_ variable"
+        raise SettingsError(f'invalid settings: {name} is not JSON (a list: ["a", "b"])') from None
+
+
+def describe(exc: ValidationError) -> str:
+    """``RAG_PORT: Input should be ≥ 1 (got '0')``, one per bad variable, joined by "; "."""
+    lines = []
+    for error in exc.errors(include_url=False):
+        name = "RAG_" + "__".join(str(part).upper() for part in error["loc"])
+        secret = any(word in name for word in ("KEY", "PASSWORD"))  # never echo a secret
+        shown = isinstance(error.get("input"), str | int | float) and not secret
+        got = f" (got {error['input']!r})" if shown else ""
+        lines.append(f"{name}: {error['msg']}{got}")
+    return "invalid settings (from the environment or .env): " + "; ".join(lines)

@@ -1,0 +1,56 @@
+"""The root command: help that reads like a man page, and a bad setting as one line.
+
+Typer's rich help prints a type beside every parameter, flags included (``--json <bool>``,
+``--help <bool>``: as if they took a value) and lists as ``<list[Path]>``; its plain formatter
+leaves flags bare. ``help_types`` makes the rich help do the same: a flag shows no type, a
+list its element's (``paths...  <Path>``), every other parameter keeps Typer's label.
+"""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+from typer.core import TyperArgument, TyperGroup, TyperOption
+
+from rag_router.settings import SettingsError
+
+_option_type = TyperOption.display_type_rich
+_argument_type = TyperArgument.display_type_rich
+
+
+def _list_type(param: TyperOption | TyperArgument) -> str | None:
+    """``list[Path]`` → ``<Path>`` (the name column says ``paths...``; an option is repeated);
+    None when the parameter is not a list."""
+    descriptor = param.type_descriptor
+    if not descriptor.is_list:
+        return None
+    (element,) = get_args(descriptor.annotation) or (str,)
+    return f"<{getattr(element, '__name__', 'value')}>"
+
+
+def _option_display(self: TyperOption, ctx: Any) -> str | None:
+    if self.metavar is None and (self.is_flag or self.count):
+        return None  # a flag takes no value
+    return _list_type(self) or _option_type(self, ctx)
+
+
+def _argument_display(self: TyperArgument, ctx: Any) -> str | None:
+    return _list_type(self) or _argument_type(self, ctx)
+
+
+def help_types() -> None:
+    """Show parameter types in rich help as described above (idempotent; the CLI's help only)."""
+    TyperOption.display_type_rich = _option_display  # type: ignore[method-assign]
+    TyperArgument.display_type_rich = _argument_display  # type: ignore[method-assign,assignment]
+
+
+class RootGroup(TyperGroup):
+    """``rag-router``: a setting that does not parse is one line naming it, exit status 2."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SettingsError as exc:
+            from rag_router.cli.common import fail
+
+            fail(str(exc))

@@ -1,0 +1,90 @@
+"""The CLI as a whole: it starts with the README's .env, its help reads right, and it starts light."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from rag_router.cli import app
+from rag_router.settings import SettingsError, get_settings
+
+ENV_EXAMPLE = Path(__file__).resolve().parents[2] / ".env.example"
+runner = CliRunner()
+
+
+@pytest.fixture
+def dotenv_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh folder holding `cp .env.example .env`, as the README's first step does."""
+    shutil.copy(ENV_EXAMPLE, tmp_path / ".env")
+    monkeypatch.chdir(tmp_path)
+    for name in [n for n in os.environ if n.startswith("RAG_")]:
+        monkeypatch.delenv(name)
+    return tmp_path
+
+
+def test_env_example_as_dotenv_builds_settings(dotenv_cwd: Path) -> None:
+    settings = get_settings()
+    assert settings.qdrant.indexing_threshold_kb is None  # `RAG_..._KB=` means unset
+    assert settings.llm.base_url is None and settings.qdrant.url is None
+    assert settings.port == 8000 and settings.data_dir == Path(".rag-data")
+
+
+def test_env_example_as_dotenv_runs_a_command(dotenv_cwd: Path) -> None:
+    assert runner.invoke(app, ["--help"]).exit_code == 0
+    result = runner.invoke(app, ["jobs", "follow", "some-job"])  # builds the settings, finds no server
+    assert result.exit_code == 2 and "no server holds the data dir" in result.output, result.output
+
+
+def test_a_bad_setting_is_one_line_naming_it(dotenv_cwd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_QDRANT__INDEXING_THRESHOLD_KB", "lots")
+    result = runner.invoke(app, ["jobs", "follow", "some-job"])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    assert "RAG_QDRANT__INDEXING_THRESHOLD_KB" in lines[0] and "'lots'" in lines[0]
+
+
+def test_a_bad_secret_is_named_not_echoed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_API_KEYS", "not-json-s3cret")
+    with pytest.raises(SettingsError, match="RAG_API_KEYS") as caught:
+        get_settings(_env_file=None)
+    assert "s3cret" not in str(caught.value)
+
+
+def _helps(command: Any, path: list[str]) -> list[list[str]]:
+    """Every command's argv, groups included (Typer's own click: a group has ``commands``)."""
+    found = [path]
+    if hasattr(command, "commands"):
+        for name, sub in command.commands.items():
+            found += _helps(sub, [*path, name])
+    return found
+
+
+def test_every_help_shows_flags_bare_and_lists_repeated() -> None:
+    paths = _helps(typer.main.get_command(app), [])
+    assert ["ingest"] in paths and ["documents", "get"] in paths
+    for path in paths:
+        result = runner.invoke(app, [*path, "--help"], terminal_width=200)
+        assert result.exit_code == 0, (path, result.output)
+        assert "<bool>" not in result.output and "list[" not in result.output, (path, result.output)
+    ingest = runner.invoke(app, ["ingest", "--help"], terminal_width=200).output
+    assert re.search(r"paths\.\.\.\s+<Path>", ingest) and re.search(r"--include\s+<str>", ingest)
+    query = runner.invoke(app, ["query", "--help"], terminal_width=200).output
+    assert "<int range>" in query  # options that take a value keep their type
+
+
+def test_importing_the_cli_loads_no_engine_model_or_web_app() -> None:
+    """`rag-router --help` starts fast because the commands load these only when they run."""
+    heavy = ("torch", "numpy", "fastapi", "transformers", "onnxruntime", "qdrant_edge", "tantivy")
+    code = f"import sys, rag_router.cli; print(' '.join(m for m in {heavy!r} if m in sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == ""
