@@ -8,20 +8,25 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import NoReturn, cast
+from typing import TYPE_CHECKING, NoReturn, cast
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
 import typer
 from rich.console import Console
 
-from indexers.manifest import IndexMismatch
-from rag_router.client import Client
+from rag_router.cli.group import RootGroup, help_types
 from rag_router.owner import current_owner
-from rag_router.services import Services, build_services
 from rag_router.settings import Settings
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Hybrid RAG retrieval service.")
+if TYPE_CHECKING:  # the engines, the model and the web app load in the commands that use them:
+    # `rag-router --help` and the commands that only talk to a server start in a fraction of a second
+    from rag_router.client import Client
+    from rag_router.services import Services
+
+help_types()
+app = typer.Typer(
+    cls=RootGroup, add_completion=False, no_args_is_help=True, help="Hybrid RAG retrieval service."
+)
 console = Console(stderr=True)
 
 START_WAIT_S = 30.0  # how long a command waits for a server that is still starting
@@ -37,7 +42,8 @@ def setup_logging(settings: Settings, *, command: bool = True) -> None:
 
 def fail(message: str) -> NoReturn:
     """A condition the user can fix: one line on stderr, exit status 2, no traceback."""
-    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False)
+    # soft_wrap: one line at any width, so a script or a log keeps the whole message together
+    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -92,6 +98,8 @@ def server_url(settings: Settings, url: str | None = None) -> str | None:
 
 
 def _answers(url: str, *, wait_s: float, while_alive: Callable[[], bool] = lambda: True) -> bool:
+    from rag_router.client import Client
+
     probe = Client.connect(url, timeout_s=5)
     deadline = time.monotonic() + wait_s
     try:
@@ -107,6 +115,11 @@ def _answers(url: str, *, wait_s: float, while_alive: Callable[[], bool] = lambd
 @contextmanager
 def api(settings: Settings, url: str | None = None) -> Iterator[Client]:
     """The API of the server that owns the data, or, with none, of the app run in this process."""
+    import httpx
+
+    from indexers.manifest import IndexMismatch
+    from rag_router.client import Client
+
     found = server_url(settings, url)
     if found is not None:
         client = Client.connect(found, _api_key(settings))
@@ -139,6 +152,9 @@ def api(settings: Settings, url: str | None = None) -> Iterator[Client]:
 @asynccontextmanager
 async def local_services(settings: Settings) -> AsyncIterator[Services]:
     """The store opened in this process (no server holds it)."""
+    from indexers.manifest import IndexMismatch
+    from rag_router.services import build_services
+
     owner = current_owner(settings.data_dir)
     if owner is not None:  # the embedded engines are single-process: say who holds them
         fail(owner.describe(settings.data_dir))

@@ -9,29 +9,39 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from indexers.records import Document
-from indexers.tiers.query import LEGS, Leg
 from rag_router.cli.common import app, console, fail, local_services, setup_logging
-from rag_router.cli.ingest import ingest_with_progress
 from rag_router.datasets import CATALOGUE, DatasetError, fetch
-from rag_router.evaluate import SUMMARY_KEYS, Dataset, load_dataset, run_queries, split_dates
 from rag_router.settings import Settings, get_settings
+
+if TYPE_CHECKING:  # the engines load when `eval` runs, not with every command's help
+    from indexers.records import Document
+    from indexers.tiers.query import Leg
+    from rag_router.evaluate import Dataset
 
 datasets = typer.Typer(no_args_is_help=True, help="Public BEIR collections for `rag-router eval`.")
 app.add_typer(datasets, name="datasets")
 
-_LEGS: dict[str, tuple[Leg, ...]] = {"bm25": ("lexical",), "dense": ("dense",), "hybrid": LEGS}
+_LEG_NAMES = ("bm25", "dense", "hybrid")
+
+
+def _legs(name: str) -> tuple[Leg, ...]:
+    from indexers.tiers.query import LEGS
+
+    legs: dict[str, tuple[Leg, ...]] = {"bm25": ("lexical",), "dense": ("dense",), "hybrid": LEGS}
+    return legs[name]
 
 
 def _corpus(dataset: Dataset, split: float | None) -> Iterator[Document]:
     """The corpus, or with --tier-split the corpus re-dated by ``split_dates`` (placement by date)."""
+    from rag_router.evaluate import split_dates
+
     if split is None:
         return dataset.corpus()
     today = dt.date.today()
@@ -70,7 +80,9 @@ def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
     """Evaluate retrieval on a BEIR-layout dataset (nDCG@10, recall@100, MRR@10, success@1)."""
-    if legs not in _LEGS:
+    from rag_router.evaluate import SUMMARY_KEYS
+
+    if legs not in _LEG_NAMES:
         raise typer.BadParameter("--legs must be bm25, dense or hybrid")
     missing = [
         name
@@ -86,7 +98,7 @@ def evaluate(
     settings = get_settings(data_dir=data_dir or temp)
     setup_logging(settings)
     try:
-        report = asyncio.run(_eval(settings, dataset_dir, route, split, _LEGS[legs], tier, tier_split))
+        report = asyncio.run(_eval(settings, dataset_dir, route, split, _legs(legs), tier, tier_split))
     finally:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
@@ -121,6 +133,9 @@ async def _eval(
     tier: str,
     tier_split: float | None,
 ) -> dict[str, Any]:
+    from rag_router.cli.ingest import ingest_with_progress
+    from rag_router.evaluate import load_dataset, run_queries
+
     dataset = load_dataset(path, split)
     async with local_services(settings) as services:
         ingest_report = await ingest_with_progress(services, _corpus(dataset, tier_split), tier)

@@ -7,20 +7,22 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from indexers.ingest.load import FieldMap, LoadOptions, iter_files, load_paths
-from indexers.ingest.ray.pipeline import RayOptions
-from indexers.ingest.results import IngestReport, OnBatch, Placement
 from rag_router.cli.common import app, console, fail, local_services, server_url, setup_logging
 from rag_router.cli.report import Summary, print_report, progress_bar
 from rag_router.cli.store import Url
 from rag_router.cli.upload import ingest_there
 from rag_router.client import ApiError, Client
-from rag_router.services import Services, build_ray_pipeline
 from rag_router.settings import Settings, get_settings
+
+if TYPE_CHECKING:  # the loaders, the engines and the model load when a command runs, not for --help
+    from indexers.ingest.load import LoadOptions
+    from indexers.ingest.ray.pipeline import RayOptions
+    from indexers.ingest.results import IngestReport, OnBatch, Placement
+    from rag_router.services import Services
 
 Engine = Annotated[str, typer.Option(help="inprocess | ray: on a Ray cluster, in this process's data dir")]
 RayAddress = Annotated[
@@ -68,6 +70,9 @@ def ingest(
         raise typer.BadParameter("--tier must be auto, hot or cold; --engine inprocess or ray")
     if engine != "ray" and (unit_mb is not None or embed_units is not None):
         raise typer.BadParameter("--unit-mb and --embed-units size the work of --engine ray")
+    from indexers.ingest.load import FieldMap, LoadOptions, iter_files
+    from indexers.ingest.ray.pipeline import RayOptions
+
     settings = get_settings()
     setup_logging(settings)
     options = LoadOptions(
@@ -110,6 +115,8 @@ def ingest(
 async def _ingest_here(
     settings: Settings, paths: list[Path], tier: Placement, options: LoadOptions, if_empty: bool
 ) -> None:
+    from indexers.ingest.load import load_paths
+
     async with local_services(settings) as services:
         counts = [await t.count() for t in services.tiers.values()]
         if if_empty and any(counts):
@@ -144,6 +151,8 @@ async def _ingest_ray(
             console.print("[dim]tiers already hold data; nothing ingested[/dim]")
             return
         try:
+            from rag_router.services import build_ray_pipeline
+
             pipeline = build_ray_pipeline(settings, services, ray_options)
         except ValueError as exc:
             fail(str(exc))

@@ -11,8 +11,6 @@ from typing import Annotated, Any
 
 import typer
 
-from rag_router.api.keys import hash_key
-from rag_router.api.schemas import SearchResponse
 from rag_router.cli.common import api, app, console, fail, setup_logging
 from rag_router.client import ApiError, Client
 from rag_router.owner import current_owner, holding
@@ -86,6 +84,8 @@ def query(
     url: Url = None,
 ) -> None:
     """Run one query and print the hits with their sources."""
+    from rag_router.api.schemas import SearchResponse
+
     body = _with_client(url, lambda c: c.search(text, top_k=top_k, route=route))
     response = SearchResponse.model_validate(body)
     if as_json:
@@ -183,6 +183,8 @@ def hash_key_command(
     tenant: Annotated[str | None, typer.Option(help="prefix the entry with this tenant")] = None,
 ) -> None:
     """Print the entry to put in RAG_API_KEYS or the keys file instead of the key itself."""
+    from rag_router.api.keys import hash_key
+
     given = key if key is not None else sys.stdin.readline().strip()
     if not given:
         fail("no key given (an argument, or one line on stdin)")
