@@ -117,7 +117,7 @@ class Chunker:
                 spans_of[id(doc)].append((offset, packed[-1][1], metadata, joined))
         out: dict[int, list[tuple[Chunk, list[int] | None]]] = {}
         for doc in docs:
-            placed = spans_of[id(doc)]
+            placed = spans_of[id(doc)] or _title_only(doc, with_ids)
             if placed:  # the first chunk starts at the text's start: leading whitespace is kept
                 first = placed[0]
                 placed[0] = (0, first[1], {**first[2], "char_start": 0}, first[3])
@@ -194,6 +194,16 @@ class Chunker:
             kept.insert(0, piece)
             used += piece[2]
         return kept, used
+
+
+def _title_only(doc: Document, with_ids: bool) -> list[Placed]:
+    """A document with a title and no text (half of a classic test collection's records) is one
+    chunk of its empty text: ``Chunk.embed_text`` is then the title alone, so the title is
+    embedded and indexed, while the chunk's text stays the document's own (nothing invented:
+    ``rebuild`` and ``documents get`` still give the empty text). Its text has no token ids."""
+    if not (doc.title and doc.title.strip()):
+        return []
+    return [(0, len(doc.text), {**doc.metadata, "char_start": 0}, [] if with_ids else None)]
 
 
 def rebuild(chunks: Sequence[tuple[str, Any]]) -> str | None:
