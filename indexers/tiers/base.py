@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from indexers.records import EmbeddedChunk, StoredChunk
+from indexers.tiers.listing import DocumentPage, DocumentQuery
 from indexers.tiers.query import HitRef, LegHit, SearchQuery
 
 LegResults = Mapping[str, list[LegHit]]  # leg name ("dense" | "lexical") → ranked hits
@@ -89,6 +90,11 @@ class StoreTier(Protocol):
 
     async def count(self, tenant: str | None = None) -> int:
         """Number of chunks stored (for one tenant, or all)."""
+        ...
+
+    async def documents(self, query: DocumentQuery) -> DocumentPage:
+        """One page of the tenant's documents, by id, after ``query.after``, with the total that
+        match (``indexers.tiers.listing``)."""
         ...
 
     async def close(self) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 
 from indexers.records import Vector
 from indexers.sqlite import connect
+from indexers.tiers.listing import DocumentPage, DocumentQuery, DocumentSummary, title_matches
 from indexers.tiers.query import Filters, Range
 
 SCHEMA = """
@@ -135,6 +136,29 @@ def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
         sql.append(f"seq IN (SELECT seq FROM chunk_kw WHERE kw IN ({marks}))")
         args.extend(group)
     return " AND ".join(sql), args
+
+
+def document_page(conn: sqlite3.Connection, query: DocumentQuery) -> DocumentPage:
+    """One page of documents: an indexed walk of (tenant, doc_id) after the cursor, grouped by id.
+
+    The bare ``title``/``metadata`` columns come from the row holding ``MIN(n)`` (SQLite's rule
+    for one min/max aggregate): the document's first stored chunk.
+    """
+    where, args = filter_sql(query.filters)
+    if query.title_prefix is not None:
+        # SQLite's lower() folds ASCII only: the prefix test is Python's, as in the Qdrant tiers
+        conn.create_function("title_matches", 2, title_matches, deterministic=True)
+        where += " AND title_matches(title, ?)"
+        args.append(query.title_prefix)
+    total = conn.execute(f"SELECT COUNT(DISTINCT doc_id) FROM chunks WHERE {where}", args).fetchone()[0]
+    after = [query.after] if query.after is not None else []
+    rows = conn.execute(
+        f"SELECT doc_id, COUNT(*), MIN(n), title, metadata FROM chunks WHERE {where}"
+        f"{' AND doc_id > ?' if after else ''} GROUP BY doc_id ORDER BY doc_id LIMIT ?",
+        [*args, *after, query.limit + 1],
+    ).fetchall()
+    docs = [DocumentSummary(d, title, count, json.loads(meta)) for d, count, _, title, meta in rows]
+    return DocumentPage(docs[: query.limit], int(total), len(docs) > query.limit)
 
 
 def lexical_rows(conn: sqlite3.Connection, where: str, *args: int) -> list[tuple[Any, ...]]:

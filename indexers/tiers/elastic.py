@@ -30,11 +30,13 @@ from elasticsearch.helpers import async_streaming_bulk
 from indexers.records import EmbeddedChunk, StoredChunk, chunk_key
 from indexers.tiers import qdrant_points as qp
 from indexers.tiers.base import DatedDocument, LegResults, TierError, TierUnavailable
+from indexers.tiers.listing import DocumentPage, DocumentQuery, DocumentSummary
 from indexers.tiers.query import Filters, HitRef, LegHit, SearchQuery
 
 log = logging.getLogger(__name__)
 
 STRUCTURE_FIELDS = ("article", "section", "chapter", "amendment")
+TITLE_RAW_MAX = 1024  # longer titles are not indexed whole (a keyword term's practical bound)
 _SOURCE = ["tenant", "chunk_id", "doc_id", "n", "text", "title", "metadata", "content_hash"]
 
 
@@ -45,13 +47,16 @@ def index_template(index: str, dim: int) -> dict[str, Any]:
         "analyzer": "english",
         "fields": {"cjk": {"type": "text", "analyzer": "cjk"}},
     }
+    # title.raw: the whole title as one lowercased keyword, for the listing's title_prefix
+    raw = {"type": "keyword", "normalizer": "folded", "ignore_above": TITLE_RAW_MAX}
+    title = {**text, "fields": {**text["fields"], "raw": raw}}
     properties: dict[str, Any] = {
         "tenant": {"type": "keyword"},
         "chunk_id": {"type": "keyword"},
         "doc_id": {"type": "keyword"},
         "n": {"type": "integer"},
         "text": text,
-        "title": text,
+        "title": title,
         "kw": {"type": "keyword"},
         "year": {"type": "integer"},
         "date": {"type": "date"},
@@ -78,6 +83,7 @@ def index_template(index: str, dim: int) -> dict[str, Any]:
                     # embedded tiers (docs/benchmarks.md: topic success@1 0.902 against 0.866
                     # for bigrams alone on cn-criminal-law)
                     "filter": {"cjk_uni_bigram": {"type": "cjk_bigram", "output_unigrams": True}},
+                    "normalizer": {"folded": {"type": "custom", "filter": ["lowercase"]}},
                     "analyzer": {
                         "cjk": {
                             "type": "custom",
@@ -155,6 +161,41 @@ def search_bodies(query: SearchQuery, num_candidates: int) -> list[tuple[str, di
         }
         bodies.append(("dense", {"size": query.k, "_source": _SOURCE, "knn": knn}))
     return bodies
+
+
+def documents_body(query: DocumentQuery) -> dict[str, Any]:
+    """One page of documents: a composite aggregation on ``doc_id`` (keyword order, ``after`` the
+    cursor), each bucket's first chunk by ``n``, and the number of matching ids (``cardinality``:
+    exact in practice below its precision threshold, 40,000 ids; approximate above)."""
+    filters = to_filter(query.filters)
+    if query.title_prefix is not None:
+        filters.append({"prefix": {"title.raw": {"value": query.title_prefix.lower()}}})
+    composite: dict[str, Any] = {
+        "size": query.limit + 1,
+        "sources": [{"doc_id": {"terms": {"field": "doc_id"}}}],
+    }
+    if query.after is not None:
+        composite["after"] = {"doc_id": query.after}
+    first = {"top_hits": {"size": 1, "sort": [{"n": "asc"}], "_source": ["title", "metadata"]}}
+    return {
+        "size": 0,
+        "query": {"bool": {"filter": filters}},
+        "aggs": {
+            "docs": {"composite": composite, "aggs": {"first": first}},
+            "total": {"cardinality": {"field": "doc_id", "precision_threshold": 40_000}},
+        },
+    }
+
+
+def document_page(result: dict[str, Any], limit: int) -> DocumentPage:
+    aggs = result["aggregations"]
+    docs = []
+    for bucket in aggs["docs"]["buckets"][:limit]:
+        hits = bucket["first"]["hits"]["hits"]
+        src = hits[0]["_source"] if hits else {}
+        doc_id, chunks = bucket["key"]["doc_id"], bucket["doc_count"]
+        docs.append(DocumentSummary(doc_id, src.get("title"), chunks, src.get("metadata") or {}))
+    return DocumentPage(docs, int(aggs["total"]["value"]), len(aggs["docs"]["buckets"]) > limit)
 
 
 class ElasticTier:
@@ -310,6 +351,10 @@ class ElasticTier:
         query = {"term": {"tenant": tenant}} if tenant is not None else {"match_all": {}}
         result = await self._call("count", self._es.count(index=self._index, query=query))
         return int(result["count"])
+
+    async def documents(self, query: DocumentQuery) -> DocumentPage:
+        result = await self._call("search", self._es.search(index=self._index, **documents_body(query)))
+        return document_page(result, query.limit)
 
     async def optimize(self) -> bool:
         return False  # Elasticsearch merges segments on its own

@@ -33,8 +33,16 @@ from indexers.tiers.base import DatedDocument, LegResults
 from indexers.tiers.cold_bulk import BulkLoads
 from indexers.tiers.cold_lexical import LexicalIndex
 from indexers.tiers.cold_segment import COLUMNS, ON_CONFLICT, row_of
-from indexers.tiers.cold_store import ROW_COLUMNS, Store, filter_sql, lexical_rows, vector_rows
+from indexers.tiers.cold_store import (
+    ROW_COLUMNS,
+    Store,
+    document_page,
+    filter_sql,
+    lexical_rows,
+    vector_rows,
+)
 from indexers.tiers.cold_vectors import VectorIndex
+from indexers.tiers.listing import DocumentPage, DocumentQuery
 from indexers.tiers.query import Filters, HitRef, LegHit, SearchQuery
 from indexers.tiers.threaded import ThreadedTier
 
@@ -245,6 +253,9 @@ class LocalCold(BulkLoads):
         if tenant is None:
             return int(conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
         return int(conn.execute("SELECT COUNT(*) FROM chunks WHERE tenant = ?", (tenant,)).fetchone()[0])
+
+    def documents(self, query: DocumentQuery) -> DocumentPage:
+        return document_page(self._parts()[0].reader(), query)
 
     def flush(self) -> None:
         """Persist the FAISS index (tantivy and SQLite are durable on every write)."""

@@ -38,6 +38,7 @@ from indexers.tiers import edge_shard as es
 from indexers.tiers import qdrant_points as qp
 from indexers.tiers.base import DatedDocument, LegResults, TierError
 from indexers.tiers.cold_segment import HeldChunk
+from indexers.tiers.listing import DocumentPage, DocumentQuery
 from indexers.tiers.query import HitRef, LegHit, SearchQuery
 from indexers.tiers.threaded import ThreadedTier
 
@@ -241,6 +242,11 @@ class EdgeShards:
     def count(self, tenant: str | None) -> int:
         qfilter = es.tenant_filter(tenant) if tenant is not None else None
         return sum(shard.count(qe.CountRequest(exact=True, filter=qfilter)) for _, shard in self._shards())
+
+    def documents(self, query: DocumentQuery) -> DocumentPage:
+        """Counted per shard (a chunk lives in one shard), paged by id here: Qdrant orders and
+        ranges only numbers and dates, never a keyword."""
+        return es.document_page([shard for _, shard in self._shards()], query)
 
     def shard_names(self) -> list[str]:
         """Fresh first, then sealed (for tests and /readyz details)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from indexers.records import EmbeddedChunk, StoredChunk
 from indexers.text.lexical import Analyzer, bm25_query_vector
 from indexers.tiers import qdrant_points as qp
 from indexers.tiers.base import DatedDocument, LegResults, TierError, TierUnavailable
+from indexers.tiers.listing import FIRST_KEYS, DocumentPage, DocumentQuery, page_of, summaries, title_matches
 from indexers.tiers.query import Filters, HitRef, LegHit, SearchQuery
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,7 @@ PAYLOAD_INDEXES: dict[str, Any] = {
     "year": models.PayloadSchemaType.INTEGER,
     "date": models.PayloadSchemaType.DATETIME,
 }
+_EVERY = (1 << 31) - 1  # a facet's limit that keeps every value
 
 
 def _transient(exc: BaseException) -> bool:
@@ -223,6 +226,29 @@ class QdrantServerTier:
             "count", self._client.count, self._collection, count_filter=qfilter, exact=True
         )
         return int(result.count)
+
+    async def documents(self, query: DocumentQuery) -> DocumentPage:
+        """Every matching id with its chunk count (a facet on ``doc_id``, or a scroll of titles under
+        ``title_prefix``), paged here (Qdrant ranges no keyword), then the page's first chunks."""
+        qfilter = to_filter(query.filters)
+        counts: Counter[str] = Counter()
+        if query.title_prefix is None:
+            facet = await self._call(
+                "facet",
+                self._client.facet,
+                self._collection,
+                "doc_id",
+                facet_filter=qfilter,
+                limit=_EVERY,
+                exact=True,
+            )
+            counts.update({str(hit.value): hit.count for hit in facet.hits})
+        else:
+            titled = await self._scroll(qfilter, ["doc_id", "title"])
+            counts.update(p["doc_id"] for p in titled if title_matches(p.get("title"), query.title_prefix))
+        ids, more = page_of(counts, query.after, query.limit)
+        payloads = await self._scroll(tenant_filter(query.filters.tenant, ids), FIRST_KEYS) if ids else []
+        return DocumentPage(summaries(ids, counts, payloads), len(counts), more)
 
     async def optimize(self) -> bool:
         return False  # the server's optimizer runs on its own

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from indexers.records import EmbeddedChunk, StoredChunk
 from indexers.tiers.base import DatedDocument, LegResults
+from indexers.tiers.listing import DocumentPage, DocumentQuery
 from indexers.tiers.query import HitRef, SearchQuery
 from indexers.workers import Worker
 
@@ -41,6 +42,8 @@ class BlockingTier(Protocol):
     def dated(self, through_year: int) -> list[DatedDocument]: ...
 
     def count(self, tenant: str | None) -> int: ...
+
+    def documents(self, query: DocumentQuery) -> DocumentPage: ...
 
     def ping(self) -> None:
         """Raise if the engine cannot answer."""
@@ -87,6 +90,9 @@ class ThreadedTier:
 
     async def count(self, tenant: str | None = None) -> int:
         return await self.run(self.blocking.count, tenant)
+
+    async def documents(self, query: DocumentQuery) -> DocumentPage:
+        return await self.run(self.blocking.documents, query)
 
     async def ping(self) -> bool:
         try:

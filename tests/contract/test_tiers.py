@@ -11,8 +11,9 @@ import dataclasses
 import datetime as dt
 import hashlib
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from indexers.records import Chunk, Document, EmbeddedChunk, chunk_key
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
 from indexers.tiers.base import Tier
+from indexers.tiers.listing import DocumentPage, DocumentQuery
 from indexers.tiers.local_cold import LocalColdTier
 from indexers.tiers.qdrant_edge import QdrantEdgeTier
 from indexers.tiers.query import Filters, Range, SearchQuery
@@ -327,3 +329,154 @@ async def test_dated_lists_documents_by_year_across_tenants(
     assert len(dated) == len(expected) + 1  # one entry per document, not per chunk
     assert all(meta.get("year", 0) <= 2000 or "date" in meta for _, _, meta in dated)
     assert await tier.dated(1900) == []
+
+
+# Listing: every tier pages a tenant's documents by id, filters them and counts them the same way.
+# Small documents with made-up vectors: listing reads no vector, so no model is needed.
+LIST_DIM = 8
+
+
+@pytest.fixture(scope="module")
+def fake_elastic_url() -> Iterator[str]:
+    from tests.fakes.elastic import FakeElastic
+    from tests.fakes.vllm import serve
+
+    with serve(FakeElastic(stateful=True).app) as url:
+        yield url
+
+
+def elastic_fake(path: Path, dim: int, url: str) -> Tier:
+    """The Elasticsearch adapter against the HTTP fake (tests/fakes/elastic.py): the requests it
+    sends, answered as ES 8 answers them; the real server joins with RAG_TEST_ELASTIC_URL."""
+    from elasticsearch import AsyncElasticsearch
+
+    from indexers.tiers.elastic import ElasticTier
+
+    index = "rag-list-" + hashlib.blake2b(str(path).encode(), digest_size=6).hexdigest()
+    return ElasticTier(AsyncElasticsearch(url, max_retries=0), index=index, dim=dim)
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(n, marks=[pytest.mark.integration] if n in SERVERS else [])
+        for n in [*sorted(TIERS), "elastic-fake"]
+    ]
+)
+async def list_tier(
+    request: pytest.FixtureRequest, tmp_path: Path, fake_elastic_url: str
+) -> AsyncIterator[Tier]:
+    if request.param == "elastic-fake":
+        t = elastic_fake(tmp_path / "tier", LIST_DIM, fake_elastic_url)
+    else:
+        t = TIERS[request.param](tmp_path / "tier", LIST_DIM)
+    await t.ensure()
+    yield t
+    await t.close()
+
+
+def doc(
+    doc_id: str, chunks: int = 1, *, tenant: str = "default", title: str | None = None, **meta: object
+) -> list[EmbeddedChunk]:
+    seed = int(hashlib.blake2b(doc_id.encode(), digest_size=4).hexdigest(), 16)
+    vector = np.random.default_rng(seed).normal(size=LIST_DIM).astype(np.float32)
+    vector /= np.linalg.norm(vector)
+    texts = [f"{doc_id} part {n}" for n in range(chunks)]
+    return [
+        EmbeddedChunk(Chunk(f"{doc_id}#{n}", doc_id, n, text, title, dict(meta), tenant), vector)
+        for n, text in enumerate(texts)
+    ]
+
+
+# ids that sort differently by code point, by case and by length: "B" < "a" < "a/b" < "é" < "中"
+LISTED = {
+    "a": doc("a", 2, title="Alpha report", source="web", date="2020-01-05"),
+    "B": doc("B", title="beta notes", source="mail", date="2021-06-01"),
+    "a/b": doc("a/b", 3, title="Über alles", source="web"),
+    "é": doc("é", title="über die Sache", source="web", date="2020-12-31"),
+    "中": doc("中", title="中华人民共和国劳动法", source="mail", date="2019-03-01"),
+    **{f"d{i:02d}": doc(f"d{i:02d}", 1 + i % 3, title=f"Doc {i}", source="bulk") for i in range(20)},
+}
+
+
+async def pages(
+    tier: Tier, limit: int, tenant: str = "default", filters: dict[str, Any] | None = None, **kw: Any
+) -> list[DocumentPage]:
+    """Every page of a listing, following the cursor."""
+    out: list[DocumentPage] = []
+    after = None
+    while True:
+        query = DocumentQuery(Filters(tenant, **(filters or {})), after=after, limit=limit, **kw)
+        page = await tier.documents(query)
+        out.append(page)
+        if not page.more:
+            return out
+        after = page.documents[-1].doc_id
+
+
+async def test_documents_pages_by_id_with_counts_and_a_total(list_tier: Tier) -> None:
+    await list_tier.upsert([c for chunks in LISTED.values() for c in chunks])
+    got = await pages(list_tier, 7)
+    assert [len(p.documents) for p in got] == [7, 7, 7, 4]
+    assert all(p.total == len(LISTED) for p in got)
+    listed = [d for p in got for d in p.documents]
+    assert [d.doc_id for d in listed] == sorted(LISTED)  # code-point order, each once
+    for d in listed:
+        assert d.chunks == len(LISTED[d.doc_id])
+        assert d.title == LISTED[d.doc_id][0].chunk.title
+        assert dict(d.metadata) == dict(LISTED[d.doc_id][0].chunk.metadata)
+    one = await list_tier.documents(DocumentQuery(Filters("default"), limit=len(LISTED)))
+    assert not one.more and len(one.documents) == len(LISTED)
+    assert (await list_tier.documents(DocumentQuery(Filters("default"), after="中"))).documents == []
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ({"filters": {"keywords": {"source": ("web",)}}}, {"a", "a/b", "é"}),
+        ({"filters": {"date": Range(gte=dt.date(2020, 1, 1), lte=dt.date(2020, 12, 31))}}, {"a", "é"}),
+        ({"title_prefix": "über"}, {"a/b", "é"}),  # case-insensitive, beyond ASCII
+        ({"title_prefix": "中华"}, {"中"}),
+        ({"title_prefix": "doc 1"}, {f"d{i:02d}" for i in range(10, 20)} | {"d01"}),
+        ({"title_prefix": "Ü", "filters": {"date": Range(gte=dt.date(2020, 1, 1))}}, {"é"}),
+        ({"title_prefix": "zzz"}, set()),
+    ],
+)
+async def test_documents_filters_select_documents_and_the_total(
+    list_tier: Tier, query: dict[str, Any], expected: set[str]
+) -> None:
+    await list_tier.upsert([c for chunks in LISTED.values() for c in chunks])
+    got = await pages(list_tier, 2, **query)
+    listed = [d.doc_id for p in got for d in p.documents]
+    assert listed == sorted(expected)
+    assert {p.total for p in got} == {len(expected)}
+
+
+async def test_documents_are_tenant_scoped(list_tier: Tier) -> None:
+    await list_tier.upsert(LISTED["a"] + LISTED["B"] + doc("a", 4, tenant="acme") + doc("z", tenant="acme"))
+    mine = await list_tier.documents(DocumentQuery(Filters("default")))
+    theirs = await list_tier.documents(DocumentQuery(Filters("acme")))
+    assert [(d.doc_id, d.chunks) for d in mine.documents] == [("B", 1), ("a", 2)] and mine.total == 2
+    assert [(d.doc_id, d.chunks) for d in theirs.documents] == [("a", 4), ("z", 1)] and theirs.total == 2
+    assert (await list_tier.documents(DocumentQuery(Filters("nobody")))).total == 0
+
+
+async def test_documents_cursor_is_stable_while_others_are_written(list_tier: Tier) -> None:
+    """Writes and deletes between pages never make an original document skipped or repeated."""
+    await list_tier.upsert([c for chunks in LISTED.values() for c in chunks])
+    seen: list[str] = []
+    after = None
+    for step in range(100):
+        page = await list_tier.documents(DocumentQuery(Filters("default"), after=after, limit=5))
+        seen += [d.doc_id for d in page.documents]
+        if not page.more:
+            break
+        after = page.documents[-1].doc_id
+        # before the cursor, after it, and a new chunk count for one not listed yet
+        await list_tier.upsert(
+            doc(f"{after}-new{step}") + doc(f"0-early{step}") + doc("d19", 5, title="Doc 19")
+        )
+        await list_tier.delete("default", [f"{seen[0]}#0"])  # one already listed goes
+    originals = [d for d in seen if d in LISTED]
+    assert originals == sorted(LISTED)  # every original once, in order
+    assert not any("early" in d for d in seen)  # written before the cursor: next listing's
+    assert any("-new" in d for d in seen)  # written after the cursor: on a later page

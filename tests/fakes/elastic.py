@@ -140,10 +140,11 @@ class FakeElastic:
         body = rec.body or {}
         if not self.stateful:
             return JSONResponse(self._hits(body.get("size", 10)), headers=HEADERS)
-        found = sorted(
-            ((s["tenant"], s["chunk_id"]), i, s)
-            for i, s in self._matching(request.path_params["index"], body.get("query"))
-        )
+        matching = self._matching(request.path_params["index"], body.get("query"))
+        if "aggs" in body:
+            aggregations = _aggregate(matching, body["aggs"])
+            return JSONResponse({"hits": {"hits": []}, "aggregations": aggregations}, headers=HEADERS)
+        found = sorted(((s["tenant"], s["chunk_id"]), i, s) for i, s in matching)
         after = tuple(body.get("search_after") or ())
         page = [x for x in found if not after or x[0] > after][: body.get("size", 10)]
         fields = body.get("_source")
@@ -189,13 +190,42 @@ def _matches(source: dict[str, Any], query: dict[str, Any]) -> bool:
         return all(_matches(source, q) for q in [*arg.get("filter", []), *arg.get("must", [])])
     ((name, value),) = arg.items()
     held = source.get(name)
+    values = held if isinstance(held, list) else [held]  # a keyword array matches on any element
     if kind == "term":
-        return bool(held == value)
+        return value in values
     if kind == "terms":
-        return held in value
+        return any(v in value for v in values)
     if kind == "range":
         return held is not None and all(_BOUNDS[op](held, bound) for op, bound in value.items())
+    if kind == "prefix":  # on a lowercase-normalized keyword sub-field ("title.raw")
+        whole = source.get(name.split(".")[0]) or ""
+        return bool(whole.lower().startswith(value["value"].lower()))
     raise ValueError(f"the fake does not answer {kind} queries")
+
+
+def _aggregate(matching: list[tuple[str, dict[str, Any]]], aggs: dict[str, Any]) -> dict[str, Any]:
+    """What the listing asks: a ``composite`` of one ``terms`` source (its ``after`` and ``size``)
+    with a ``top_hits`` sub-aggregation, and an exact ``cardinality``."""
+    out: dict[str, Any] = {}
+    for name, agg in aggs.items():
+        if "cardinality" in agg:
+            out[name] = {"value": len({s.get(agg["cardinality"]["field"]) for _, s in matching})}
+            continue
+        ((key, source),) = agg["composite"]["sources"][0].items()
+        field_ = source["terms"]["field"]
+        after = (agg["composite"].get("after") or {}).get(key)
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for _, s in matching:
+            if after is None or s[field_] > after:
+                groups.setdefault(s[field_], []).append(s)
+        buckets = []
+        for value in sorted(groups)[: agg["composite"]["size"]]:
+            first = min(groups[value], key=lambda s: s.get("n", 0))
+            hit = {"_source": _only(first, agg["aggs"]["first"]["top_hits"]["_source"])}
+            count, hits = len(groups[value]), {"hits": {"hits": [hit]}}
+            buckets.append({"key": {key: value}, "doc_count": count, "first": hits})
+        out[name] = {"buckets": buckets}
+    return out
 
 
 def _only(source: dict[str, Any], fields: list[str] | None) -> dict[str, Any]:
