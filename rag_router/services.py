@@ -14,15 +14,9 @@ from typing import Any, cast
 import yaml
 from pydantic import SecretStr
 
+from indexers.embed.base import PassEmbedder, resolve_device
 from indexers.embed.cache import EmbeddingCache
-from indexers.embed.embedder import (
-    AsyncEmbedder,
-    Embedder,
-    PassEmbedder,
-    SentenceTransformerEmbedder,
-    model_languages,
-    resolve_device,
-)
+from indexers.embed.embedder import AsyncEmbedder, Embedder, SentenceTransformerEmbedder, model_languages
 from indexers.ingest.jobs import JobRunner
 from indexers.ingest.ledger_engines import open_ledger
 from indexers.ingest.pipeline import Pipeline

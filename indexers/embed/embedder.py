@@ -12,13 +12,13 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
+from indexers.embed.base import PassEmbedder, resolve_device
 from indexers.embed.query_batcher import Observe, QueryBatcher
-from indexers.embed.tokens import Tokenizers, tensors, token_batches, untruncated, word_ids
-from indexers.embed.wordpiece import WordIds
+from indexers.embed.tokens import tensors, untruncated
 from indexers.records import Vector
 from indexers.workers import Worker
 
@@ -121,86 +121,6 @@ def resolve_model(name: str) -> str:
     if name in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
         return str(packaged_model_path())
     return name
-
-
-def resolve_device(device: str) -> str:
-    if device != "auto":
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-class PassEmbedder:
-    """What both embedders share: token counting, and ``embed`` as length-sorted passes.
-
-    A call tokenizes its texts once, sorts them by length and runs passes bounded by count
-    and tokens (padding waste is what makes unsorted batches slow); a subclass only turns one
-    pass of token ids into L2-normalised float32 vectors (``_forward``).
-    """
-
-    _dim: int
-    _query_prefix: str = ""  # e5-style models: "query: " / "passage: " (set_prefixes)
-    _passage_prefix: str = ""
-    _counter: Any  # a tokenizer for counting: no truncation (see ``untruncated``)
-    _words: tuple[Any, WordIds | None] | None = None  # (the counter it was made for, its memo)
-    _tokenizer: Any
-    _max_len: int
-    _max_batch: int
-    _max_batch_tokens: int
-
-    @property
-    def dim(self) -> int:
-        return self._dim
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Tokens per text without special tokens (what a chunk's text costs)."""
-        return self.tokenizers().count(texts) if texts else []
-
-    def set_prefixes(self, *, query: str = "", passage: str = "") -> None:
-        """Text put before every query / passage, for models trained with them (e5: "query: ",
-        "passage: "). They change the vectors, so they are part of ``prefixes``."""
-        self._query_prefix, self._passage_prefix = query, passage
-
-    @property
-    def prefixes(self) -> str:
-        """ "" or " (query: …, passage: …)": what ``model_name`` adds when prefixes are set."""
-        if not (self._query_prefix or self._passage_prefix):
-            return ""
-        return f" (query: {self._query_prefix!r}, passage: {self._passage_prefix!r})"
-
-    def embed(self, texts: Sequence[str]) -> Vector:
-        """Passages."""
-        return self._embed([self._passage_prefix + t for t in texts] if self._passage_prefix else texts)
-
-    def embed_queries(self, texts: Sequence[str]) -> Vector:
-        return self._embed([self._query_prefix + t for t in texts] if self._query_prefix else texts)
-
-    def _embed(self, texts: Sequence[str]) -> Vector:
-        return self.embed_ids(self.tokenizers().ids(texts))
-
-    def tokenizers(self) -> Tokenizers:
-        """This embedder's tokenization, picklable: other processes count and tokenize exactly
-        as it does (the Ray engine's CPU workers), and hand the ids to ``embed_ids``."""
-        if self._words is None or self._words[0] is not self._counter:  # built on first use
-            self._words = (self._counter, word_ids(self._counter))
-        return Tokenizers(self._tokenizer, self._counter, self._max_len, self._passage_prefix, self._words[1])
-
-    def passes_loader(self) -> Callable[[], PassEmbedder] | None:
-        """A picklable function that loads, in another process, an embedder for ``embed_ids``
-        alone that starts faster than this one does; None where there is none."""
-        return None
-
-    def embed_ids(self, ids: Sequence[Sequence[int]]) -> Vector:
-        """Vectors of tokenized passages, in length-sorted passes bounded by count and tokens."""
-        out = np.zeros((len(ids), self._dim), dtype=np.float32)
-        lengths = [len(i) for i in ids]
-        for batch in token_batches(lengths, max_batch=self._max_batch, max_tokens=self._max_batch_tokens):
-            out[batch] = self._forward([ids[i] for i in batch])
-        return out
-
-    def _forward(self, rows: Sequence[Sequence[int]]) -> Vector:
-        raise NotImplementedError
 
 
 class SentenceTransformerEmbedder(PassEmbedder):

@@ -20,7 +20,8 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
-from indexers.embed.embedder import PassEmbedder, resolve_model
+from indexers.embed.base import PassEmbedder
+from indexers.embed.embedder import resolve_model
 from indexers.embed.tokens import pad, untruncated
 from indexers.records import Vector
 
@@ -46,7 +47,11 @@ def export(model_dir: Path, dest: Path) -> None:
     """The transformer of a sentence-transformers model → ONNX (opset 17, dynamic batch and length)."""
     import torch
     from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as transformers_logging
 
+    # No "Loading weights" bar in the output of the command that exports (once per machine)
+    transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    transformers_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
     model = SentenceTransformer(str(model_dir), device="cpu")
     pooling: Any = model[1] if len(model) > 1 else None
     mode = getattr(pooling, "pooling_mode", None)  # sentence-transformers ≥ 6; older: a method

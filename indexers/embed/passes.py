@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from indexers.embed.embedder import PassEmbedder, resolve_device
+from indexers.embed.base import PassEmbedder, resolve_device
 from indexers.embed.tokens import Tokenizers, tensors
 from indexers.records import Vector
 

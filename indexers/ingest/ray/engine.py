@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from indexers.embed.embedder import PassEmbedder
+from indexers.embed.base import PassEmbedder
 from indexers.embed.tokens import Tokenizers
 from indexers.ingest.load import LoadFailure, LoadOptions
 from indexers.ingest.prepare import (

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from indexers.embed.embedder import AsyncEmbedder, Embedder, PassEmbedder
+from indexers.embed.base import PassEmbedder
+from indexers.embed.embedder import AsyncEmbedder, Embedder
 from indexers.ingest.load import LoadOptions
 from indexers.ingest.pipeline import Pipeline
 from indexers.ingest.ray.engine import EmbedActor, Spec, build_segments, prepare_units
