@@ -18,6 +18,9 @@ from typing import Any
 import yaml
 
 log = logging.getLogger(__name__)
+# pypdf logs each repair of a malformed file as a WARNING ("incorrect startxref pointer"); the file
+# is read, or refused as Unreadable, either way, so only its errors are news to the user.
+logging.getLogger("pypdf").setLevel(logging.ERROR)
 
 
 class Unreadable(Exception):
@@ -47,9 +50,13 @@ _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r
 
 
 def read_markdown(data: bytes) -> Parsed:
-    """Front matter (YAML between ``---`` lines) → metadata; the first ``#`` heading → title."""
+    """The file's whole text, as written (``documents get`` gives back what was stored, byte for
+    byte); front matter (YAML between ``---`` lines) → metadata too, its ``title`` → the title,
+    else the first level-1 heading (``# 员工手册`` or a setext ``===`` heading). The front matter
+    stays in the text: it is part of the file, and its words (tags, authors) are worth finding."""
     text = decode(data)
     metadata: dict[str, Any] = {}
+    body = 0
     m = _FRONT_MATTER.match(text)
     if m:
         try:
@@ -59,14 +66,34 @@ def read_markdown(data: bytes) -> Parsed:
         if front is not None and not isinstance(front, dict):
             raise Unreadable("front matter must be a YAML mapping")
         metadata = {str(k): _jsonable(v) for k, v in (front or {}).items()}
-        text = text[m.end() :]
+        body = m.end()
     title = metadata.pop("title", None)
-    stripped = text.lstrip()
-    first = stripped.split("\n", 1)[0]
-    if title is None and first.startswith("# "):
-        title = first.lstrip("#").strip()
-        text = stripped[len(first) :].lstrip()
+    if title is None:
+        title = first_heading(text[body:])
     return Parsed(text, str(title) if title is not None else None, metadata)
+
+
+_ATX_H1 = re.compile(r" {0,3}#[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*")
+_SETEXT_H1 = re.compile(r" {0,3}=+[ \t]*")
+_FENCE = re.compile(r" {0,3}(```|~~~)")
+
+
+def first_heading(text: str) -> str | None:
+    """The first level-1 heading outside fenced code ("# comment" in a shell block is no title)."""
+    fence: str | None = None
+    previous = ""
+    for line in text.splitlines():
+        opened = _FENCE.match(line)
+        if fence is not None:
+            fence = None if opened and opened.group(1) == fence else fence
+        elif opened:
+            fence = opened.group(1)
+        elif (atx := _ATX_H1.fullmatch(line)) and atx.group(1).strip():
+            return atx.group(1).strip()
+        elif _SETEXT_H1.fullmatch(line) and previous.strip():
+            return previous.strip()
+        previous = line if fence is None else ""
+    return None
 
 
 def _jsonable(value: Any) -> Any:

@@ -22,7 +22,9 @@ from indexers.records import DOC_HASH, Chunk, Document, TierName, content_hash
 from indexers.text.chunk import Chunker
 from indexers.text.structure import heading_metadata
 
-CHUNKER_VERSION = "1"  # bump when the chunker's output changes for the same settings
+# Bump when the chunker's output changes for the same settings. 2: a title-only document is one
+# chunk, a Markdown "# heading" opens the first article's chunk, a code's title is its ``law``.
+CHUNKER_VERSION = "2"
 Status = Literal["created", "updated", "unchanged", "failed"]
 # What a tier holds of one document: (tier, chunk id) → (content hash, document hash or None)
 Stored = Mapping[tuple[TierName, str], tuple[str, str | None]]

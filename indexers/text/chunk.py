@@ -93,7 +93,7 @@ class Chunker:
         parts = [
             (doc, section, sentence_spans(section.text))
             for doc in docs
-            for section in split_sections(doc.text, doc.metadata)
+            for section in split_sections(doc.text, doc.metadata, doc.title)
         ]
         sentences = [s for _, _, spans in parts for _, s in spans]
         ids: Iterator[list[int] | None]

@@ -190,21 +190,26 @@ def _headings(text: str) -> list[tuple[int, str, int | str]]:
     return sorted(found.values())
 
 
-def split_sections(text: str, metadata: Mapping[str, Any]) -> Iterator[Section]:
+def split_sections(text: str, metadata: Mapping[str, Any], title: str | None = None) -> Iterator[Section]:
     """The text cut at heading lines; each part's metadata = the document's + its headings'.
 
     A short part that only introduces a deeper level ("CHAPTER III / Rights of the data
-    subject" right before "Article 12") is kept as the start of the next part, so no chunk is
-    only a heading; parts of the same level are never joined.
+    subject" right before "Article 12"), or a preamble that is only the document's Markdown
+    heading ("# 员工手册" before "第一条"), is kept as the start of the next part, so no chunk is
+    only a heading; parts of the same level are never joined. A text cut into articles is a
+    code, and its ``title`` names it: ``law`` (``title_law``) when the metadata has none.
     """
     headings = _headings(text)
+    if headings and "law" not in metadata and (law := title_law(title)):
+        metadata = {**metadata, "law": law}
     state: dict[str, int | str] = {}
     current = -1  # level of the heading that opened the pending part; -1: the preamble
     pending = 0
     for offset, key, value in headings:
         level = _LEVEL[key]
         body = text[pending:offset]
-        if body.strip() and not (current >= 0 and level > current and _introduction(body)):
+        introduces = _introduction(body) if current >= 0 else _MARKDOWN_HEADING.fullmatch(body.strip())
+        if body.strip() and not (level > current and introduces):
             yield Section(pending, body, {**metadata, **state})
             pending = offset
         elif not body.strip():
@@ -217,6 +222,17 @@ def split_sections(text: str, metadata: Mapping[str, Any]) -> Iterator[Section]:
 
 
 _SENTENCE = re.compile(r"[.!?。！？]")
+_MARKDOWN_HEADING = re.compile(r"#{1,6}[ \t][^\n]*")
+
+
+def title_law(title: str | None) -> str | None:
+    """The name a title gives the code it heads ("员工手册", "中华人民共和国劳动合同法" →
+    "劳动合同法"): a title of one name, with no heading in it ("刑法 第二十条" is read by
+    ``heading_metadata``) and no longer than a name (``_NAME``: 40 characters)."""
+    name = law_name(title or "")
+    if not name or len(name) > 40 or "\n" in name or heading_metadata(name, "", {}):
+        return None
+    return name
 
 
 def _introduction(body: str) -> bool:

@@ -144,3 +144,24 @@ def test_markdown_headings_stay_with_their_section(embedder: SentenceTransformer
         "**Article 5** Bold headings count too.",
     ]
     assert [c.metadata.get("section") for c in chunks[1:3]] == [1, 2] and chunks[3].metadata["article"] == 5
+
+
+def test_a_code_titled_by_its_heading_names_its_articles(embedder: SentenceTransformerEmbedder) -> None:
+    """ "# 员工手册" opens the first article's chunk (no chunk of a heading alone), and the title
+    names the code: each article's chunk carries law 员工手册, as "刑法 第二十条" titles do."""
+    text = "# 员工手册\n\n第一条 员工应当守时。\n第二条 员工应当诚信。\n"
+    chunker = Chunker(embedder.count_tokens, max_tokens=64, overlap_tokens=0)
+    chunks = chunker.chunk(Document(id="h", text=text, title="员工手册"))
+    assert [(c.text, c.metadata.get("article"), c.metadata.get("law")) for c in chunks] == [
+        ("# 员工手册\n\n第一条 员工应当守时。\n", 1, "员工手册"),
+        ("第二条 员工应当诚信。\n", 2, "员工手册"),
+    ]
+    # a title that is no name ("刑法 第二十条" is read as a heading), metadata that has a law, or
+    # a text without articles: no law from the title
+    for title, metadata, body in (
+        ("刑法 第二十条", {}, text),
+        ("员工手册", {"law": "规章"}, text),
+        ("员工手册", {}, "员工应当守时。"),
+    ):
+        found = chunker.chunk(Document(id="x", text=body, title=title, metadata=metadata))
+        assert {c.metadata.get("law") for c in found} <= {None, "规章", "刑法"}

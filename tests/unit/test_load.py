@@ -41,7 +41,7 @@ def test_text_markdown_and_unreadable_files(tmp_path: Path) -> None:
     out = {getattr(d, "id", None) or Path(d.source).name: d for d in load_paths([tmp_path])}  # type: ignore[union-attr]
     assert set(out) == {"a.md", "sub/b.txt", "empty.txt", "bad.txt"}
     a = out["a.md"]
-    assert isinstance(a, Document) and a.title == "The Title" and a.text == "Body text.\n"
+    assert isinstance(a, Document) and a.title == "The Title" and a.text == "# The Title\n\nBody text.\n"
     assert isinstance(out["empty.txt"], LoadFailure) and isinstance(out["bad.txt"], LoadFailure)
 
 
@@ -67,7 +67,7 @@ def test_markdown_front_matter_becomes_metadata(tmp_path: Path) -> None:
     )
     doc = only(list(load_paths([tmp_path])))
     assert (doc.id, doc.title, doc.date) == ("notes-1", "Release notes", dt.date(2026, 3, 4))
-    assert doc.metadata["tags"] == ["release", "api"] and doc.text.startswith("# Ignored heading")
+    assert doc.metadata["tags"] == ["release", "api"] and doc.text.startswith("---\ntitle: Release notes")
     (tmp_path / "note.md").write_text("---\n: [broken\n---\nbody\n", encoding="utf-8")
     failure = next(iter(load_paths([tmp_path])))
     assert isinstance(failure, LoadFailure) and "front matter" in failure.reason
