@@ -25,10 +25,10 @@ from indexers.ingest.retier import RetierReport
 from indexers.ingest.retier import retier as run_retier
 from indexers.manifest import IndexManifest, check_manifest
 from indexers.records import TierName
-from indexers.storage import DiskGuard, disk_full
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
 from indexers.tiers.base import StoreTier, Tier, TierError, TierUnavailable
+from indexers.tiers.disk import DiskGuard, disk_full
 from indexers.tiers.local_cold import LocalColdTier
 from indexers.tiers.qdrant_edge import QdrantEdgeTier
 from rag_router.answer.flow import Answerer

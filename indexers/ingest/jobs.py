@@ -31,8 +31,8 @@ from indexers.ingest.ledger import JobState, JobStatus, Ledger
 from indexers.ingest.pipeline import Pipeline
 from indexers.ingest.results import DocResult, IngestReport, Placement
 from indexers.records import Document
-from indexers.storage import DiskGuard
 from indexers.tiers.base import TierError
+from indexers.tiers.disk import DiskGuard
 
 log = logging.getLogger(__name__)
 

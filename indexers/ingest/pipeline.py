@@ -36,9 +36,9 @@ from indexers.ingest.load import LoadFailure
 from indexers.ingest.prepare import chunk_documents, diff, document_hash, unchanged, with_structure
 from indexers.ingest.results import DocResult, IngestReport, OnBatch, Placement, Placer, place
 from indexers.records import DOC_HASH, Chunk, Document, EmbeddedChunk, StoredChunk, TierName
-from indexers.storage import DiskFull, DiskGuard, disk_full
 from indexers.text.chunk import Chunker
 from indexers.tiers.base import StoreTier, TierError
+from indexers.tiers.disk import DiskFull, DiskGuard, disk_full
 
 log = logging.getLogger(__name__)
 

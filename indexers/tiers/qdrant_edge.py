@@ -32,12 +32,12 @@ from typing import Literal
 import qdrant_edge as qe
 
 from indexers.records import DOC_HASH, EmbeddedChunk, StoredChunk
-from indexers.storage import DiskGuard
 from indexers.text.lexical import Analyzer
 from indexers.tiers import edge_shard as es
 from indexers.tiers import qdrant_points as qp
 from indexers.tiers.base import DatedDocument, LegResults, TierError
 from indexers.tiers.cold_segment import HeldChunk
+from indexers.tiers.disk import DiskGuard
 from indexers.tiers.listing import DocumentPage, DocumentQuery
 from indexers.tiers.query import HitRef, LegHit, SearchQuery
 from indexers.tiers.threaded import ThreadedTier

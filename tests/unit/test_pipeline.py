@@ -12,9 +12,9 @@ from indexers.ingest.load import LoadFailure, load_paths
 from indexers.ingest.pipeline import Pipeline
 from indexers.ingest.results import IngestReport, place
 from indexers.records import Document
-from indexers.storage import DiskFull
 from indexers.text.chunk import Chunker
 from indexers.tiers.base import Tier
+from indexers.tiers.disk import DiskFull
 from tests.conftest import CountingEmbedder
 
 TODAY = dt.date(2026, 11, 30)
