@@ -94,38 +94,51 @@ def find_clauses(query: str, taken: list[Span]) -> list[Clause]:
     return out
 
 
-# A law named right before a Chinese clause (a bracketed title or the run of ideographs), or an
-# acronym of three or more capitals before or after an English one ("GDPR Art. 6", "Article 17
-# of the GDPR"). The unbracketed Chinese run may carry words before the name ("请问刑法"), so
-# every ending of it is a candidate; a law filter that matches nothing is relaxed like any other.
-_CN_LAW_BEFORE = re.compile(r"(?:《([^》]{1,40})》|((?:(?![第条款项章节])[\u3400-\u9fff]){2,40}))\s*$")
+# A law named right before a Chinese clause: a bracketed title, or the run of ideographs there
+# ("刑法第二十条", "员工手册第三条", "公司章程第五条"). An unbracketed run is one name, never cut
+# inside ("劳动合同法" is not also 合同法, a law of its own): what may stand around a name are
+# function words, taken off by grammar, not by a list of names: an opener before it ("请问",
+# "根据"), a conjunction after an earlier clause ("…第二十条与宪法第五条"), a possessive or
+# locative after it ("员工手册的", "刑法中"). Words that follow an earlier clause without a
+# conjunction are its predicate ("第三条规定第五条"), and a run right after 第 is a numbered
+# reference ("第三章"), not names. A law filter that matches nothing is relaxed like any other.
+_CN_LAW_BEFORE = re.compile(r"(?:《([^》]{1,40})》|((?:(?!第)[\u3400-\u9fff]){2,40}))\s*$")
+_OPENER = re.compile(
+    r"(?:请问|什么是|什么叫|何为|根据|依据|依照|按照|参照|对照|查询|查看|看看|了解|我想知道|想知道|告诉我|以及|还有)+"
+)
+_JOINER = re.compile(r"(?:和|与|及|或|跟|同|并|以及|还有)")
+_AFTER_NAME = re.compile(r"(?:的|之|中|里|内)+$")
+# A PRC statute or regulation may be written with the state's name ("中华人民共和国刑法"): that
+# variant of a name is a filter value only for a name of that kind, not for "员工手册".
+_STATE_LAW = re.compile(r"(?:法|法典|条例|修正案)$")
 _EN_LAW_BEFORE = re.compile(r"\b([A-Z]{3,8})\s*$")
 _EN_LAW_AFTER = re.compile(r"^\s*(?:,\s*)?(?:of\s+(?:the\s+)?)?([A-Z]{3,8})\b")
-_MAX_LAW_SUFFIX = 12
 
 
 def find_laws(query: str, clauses: list[Clause]) -> list[Law]:
     """The laws named right at ``clauses``."""
     out: dict[str, Law] = {}
-    previous_end = 0
+    previous_end: int | None = None
     for clause in clauses:
         start, end = clause.span
-        base = max(previous_end, start - 45)  # never a piece of the clause before
+        base = max(previous_end or 0, start - 45)  # never a piece of the clause before
         before = query[base:start]
+        after_clause = previous_end is not None and base == previous_end
         previous_end = end
         if clause.text.startswith("第"):
             m = _CN_LAW_BEFORE.search(before)
-            if m is None:
+            if m is None or (m.group(2) and base + m.start() > 0 and query[base + m.start() - 1] == "第"):
                 continue
-            text = m.group(0).rstrip()
-            span = (base + m.start(), base + m.start() + len(text))
-            name = law_name(m.group(1) or m.group(2))
-            names = (
-                [name]
-                if m.group(1)
-                else [name[i:] for i in range(max(0, len(name) - _MAX_LAW_SUFFIX), len(name) - 1)]
-            )
-            values = tuple(dict.fromkeys(v for n in names for v in (n, f"中华人民共和国{n}")))
+            if m.group(1):
+                name, text, at = law_name(m.group(1)), m.group(0).rstrip(), base + m.start()
+            else:
+                cut = _cn_name(m.group(2), after_clause and m.start() == 0)
+                if cut is None:
+                    continue
+                text, at = m.group(2)[cut[0] : cut[1]], base + m.start(2) + cut[0]
+                name = law_name(text)
+            span = (at, at + len(text))
+            values: tuple[str, ...] = (name, f"中华人民共和国{name}") if _STATE_LAW.search(name) else (name,)
         else:
             after = _EN_LAW_AFTER.match(query[end : end + 20])
             m = _EN_LAW_BEFORE.search(before) or after
@@ -137,6 +150,21 @@ def find_laws(query: str, clauses: list[Clause]) -> list[Law]:
             values = (text,)
         out.setdefault(text, Law(text, values, span))
     return list(out.values())
+
+
+def _cn_name(run: str, after_clause: bool) -> tuple[int, int] | None:
+    """Where the name is in a run of ideographs before a clause; None where the run is no name."""
+    start = 0
+    if after_clause:  # right after an earlier clause: a name only after a conjunction
+        joined = _JOINER.match(run)
+        if joined is None:
+            return None
+        start = joined.end()
+    opener = _OPENER.match(run, start)
+    start = opener.end() if opener else start
+    end = _AFTER_NAME.search(run, start)
+    stop = end.start() if end else len(run)
+    return (start, stop) if stop - start >= 2 else None
 
 
 def _roman_like(word: str) -> bool:

@@ -216,6 +216,39 @@ def test_inserted_articles_and_the_law_named_at_a_clause(
         assert query[law.span[0] : law.span[1]] == law.text
 
 
-def test_a_law_after_words_offers_each_ending_of_the_run() -> None:
-    [law] = extract("请问刑法第二十条", today=TODAY).laws
-    assert "刑法" in law.names and "中华人民共和国刑法" in law.names and "请问刑法" in law.names
+@pytest.mark.parametrize(
+    ("query", "names"),
+    [
+        # a name is the whole run, never a piece of it (劳动合同法 is not also 合同法, a law of its own)
+        ("员工手册第三条规定了什么？", ["员工手册"]),
+        ("劳动合同法第十条", ["劳动合同法", "中华人民共和国劳动合同法"]),
+        ("公司章程第五条", ["公司章程"]),  # 章 in a name is no chapter
+        ("中华人民共和国刑法第二十条", ["刑法", "中华人民共和国刑法"]),
+        ("问责条例第五条", ["问责条例", "中华人民共和国问责条例"]),
+        ("《员工手册》第1条", ["员工手册"]),  # the state's name goes only with a statute's
+        # function words around a name are taken off: an opener, a possessive, a conjunction
+        ("请问刑法第二十条", ["刑法", "中华人民共和国刑法"]),
+        ("根据劳动合同法第十条", ["劳动合同法", "中华人民共和国劳动合同法"]),
+        ("员工手册的第三条", ["员工手册"]),
+        ("刑法中的第二十条", ["刑法", "中华人民共和国刑法"]),
+    ],
+)
+def test_a_law_is_the_name_before_the_clause_not_its_pieces(query: str, names: list[str]) -> None:
+    [law] = extract(query, today=TODAY).laws
+    assert list(law.names) == names
+    assert query[law.span[0] : law.span[1]] == law.text
+
+
+@pytest.mark.parametrize(
+    ("query", "laws"),
+    [
+        ("第三条规定第五条", []),  # words after a clause are its predicate, not a name
+        ("员工手册第三条规定第五条", ["员工手册"]),
+        ("刑法第二十条与宪法第五条", ["刑法", "宪法"]),  # after a conjunction: a name
+        ("刑法第三章第五条", []),  # 第三章 is a reference, not a name
+        ("什么是第三条", []),
+        ("第三条和第五条", []),
+    ],
+)
+def test_words_that_are_no_name_give_no_law(query: str, laws: list[str]) -> None:
+    assert [law.names[0] for law in extract(query, today=TODAY).laws] == laws
