@@ -6,7 +6,8 @@ differ. success@1 per query kind, on the whole set and on its two halves (querie
 or odd last digit), so a choice made on one half can be checked on the other.
 
     pip install jieba   # only this benchmark uses it
-    python bench/cjk_analyzers.py --data ../shared/data/cn-criminal-law --out bench/results/bench-cjk-analyzers.json
+    python bench/cjk_analyzers.py --data ../shared/data/cn-criminal-law \
+        --out bench/results/bench-cjk-analyzers.json
 """
 
 from __future__ import annotations
