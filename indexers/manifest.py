@@ -40,11 +40,26 @@ class IndexManifest:
         return cls(model_name, dim)
 
 
+TIER_DIRS = ("hot", "cold")  # what the embedded tiers write into the data dir
+
+
+def index_exists(data_dir: Path) -> bool:
+    """Whether anything was ever written into ``data_dir``'s embedded index (a read-only command
+    on a data dir without one says so instead of creating an empty one)."""
+    return (data_dir / MANIFEST).exists() or _tiers_written(data_dir)
+
+
+def _tiers_written(data_dir: Path) -> bool:
+    return any((data_dir / name).is_dir() for name in TIER_DIRS)
+
+
 def check_manifest(data_dir: Path, current: IndexManifest) -> None:
     """Write the manifest on first use; raise ``IndexMismatch`` when the index was written otherwise."""
     path = data_dir / MANIFEST
     if not path.exists():
-        if any(p.name != MANIFEST for p in data_dir.glob("*")) if data_dir.exists() else False:
+        # An index older than the manifest left its tiers' folders; a new data dir may hold other
+        # files already (the server's serve.json, the embedding cache) and is not one.
+        if _tiers_written(data_dir):
             log.warning("index in %s predates %s: recording %s", data_dir, MANIFEST, current)
         _write(path, current)
         return

@@ -11,9 +11,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 OWNER_FILE = "serve.json"
 
@@ -45,18 +48,41 @@ def current_owner(data_dir: Path) -> Owner | None:
 
 @contextlib.contextmanager
 def holding(data_dir: Path, url: str) -> Iterator[None]:
-    """Say that this process serves ``data_dir`` at ``url`` while the block runs."""
+    """Say that this process serves ``data_dir`` at ``url`` while the block runs.
+
+    The file goes when the block ends, SIGTERM included: uvicorn shuts down gracefully on it, then
+    puts back the handler it found and raises the signal again; with Python's default handler
+    that kills the process before any ``finally`` runs, so while the block runs SIGTERM raises
+    ``SystemExit`` (status 143, as the signal would give) and the cleanup below runs.
+    """
     data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / OWNER_FILE
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps({"pid": os.getpid(), "url": url}) + "\n", encoding="utf-8")
     tmp.replace(path)
     try:
-        yield
+        with _exit_on_sigterm():
+            yield
     finally:
         with contextlib.suppress(OSError):
             if json.loads(path.read_text(encoding="utf-8")).get("pid") == os.getpid():
                 path.unlink()
+
+
+@contextlib.contextmanager
+def _exit_on_sigterm() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():  # signals are the main thread's
+        yield
+        return
+
+    def exit_143(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, exit_143)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _alive(pid: int) -> bool:

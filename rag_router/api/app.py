@@ -65,7 +65,9 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None, freeze_g
         if freeze_gc:
             gc.collect()
             gc.freeze()
-        log.info("rag-router ready: data dir %s", settings.data_dir)
+        # not "ready" yet: uvicorn binds the socket after the lifespan starts (rag-router serve
+        # says ready once it is bound; a port in use fails after this line)
+        log.info("services open: data dir %s", settings.data_dir)
         try:
             yield
         finally:

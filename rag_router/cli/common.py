@@ -121,6 +121,11 @@ def api(settings: Settings, url: str | None = None) -> Iterator[Client]:
     from rag_router.client import Client
 
     found = server_url(settings, url)
+    if found is None and not _index_here(settings):
+        fail(
+            f"there is no index at {settings.data_dir.resolve()}: ingest documents first with "
+            "`rag-router ingest PATH`, or set RAG_DATA_DIR to the data dir to read"
+        )
     if found is not None:
         client = Client.connect(found, _api_key(settings))
         try:
@@ -147,6 +152,21 @@ def api(settings: Settings, url: str | None = None) -> Iterator[Client]:
             _locked(settings.data_dir, exc)
             raise
         yield Client(cast(httpx.Client, http))  # TestClient is an httpx.Client
+
+
+def _index_here(settings: Settings) -> bool:
+    """An index to open in this process: the embedded tiers wrote one into the data dir, or a tier
+    is a server (its index lives there). Opening a data dir that has none would create it empty."""
+    from indexers.manifest import index_exists
+
+    return bool(settings.qdrant.url or settings.elastic.url) or index_exists(settings.data_dir)
+
+
+def where(settings: Settings, url: str | None = None) -> str:
+    """Where a command's index is, for a message: the server's URL, or the data dir's path."""
+    owner = current_owner(settings.data_dir)
+    found = url or settings.url or (owner.url if owner is not None else None)
+    return f"the server at {found}" if found else str(settings.data_dir.resolve())
 
 
 @asynccontextmanager

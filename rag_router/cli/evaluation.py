@@ -151,12 +151,13 @@ async def _eval(
 
 @datasets.command("list")
 def datasets_list() -> None:
-    """The collections `datasets fetch` knows, with where they come from."""
-    table = Table("name", "about", "archive (MD5 from the BEIR README)")
-    table.columns[2].overflow = "fold"  # whole URLs and checksums, however narrow the terminal
+    """The collections `datasets fetch` knows, one a line: name, MD5 (from the BEIR README),
+    archive URL, what it holds."""
+    # Plain lines, never wrapped: a URL or a checksum cut across lines is useless to a script
+    # (`awk '{print $3}'`) and to a reader copying it alike.
+    width = max(len(name) for name in CATALOGUE)
     for c in CATALOGUE.values():
-        table.add_row(c.name, c.about, f"{c.url}\n{c.md5}")
-    Console().print(table)
+        typer.echo(f"{c.name:<{width}}  {c.md5}  {c.url}  {c.about}")
 
 
 @datasets.command("fetch")
