@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.progress import (
     BarColumn,
@@ -15,8 +15,10 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from indexers.ingest.results import IngestReport
 from rag_router.cli.common import console
+
+if TYPE_CHECKING:
+    from indexers.ingest.results import IngestReport
 
 
 @dataclass(slots=True)
