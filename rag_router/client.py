@@ -94,6 +94,15 @@ class Client:
     def retier(self, *, dry_run: bool = False) -> dict[str, Any]:
         return self._call("POST", "/v1/retier", json={"dry_run": dry_run})  # type: ignore[no-any-return]
 
+    def documents(
+        self, *, limit: int = 50, cursor: str | None = None, **filters: str | None
+    ) -> dict[str, Any]:
+        """One page of the stored documents (``GET /v1/documents``); ``filters``: ``tier``, ``source``,
+        ``date_gte``, ``date_lte``, ``title_prefix``. The next page: ``cursor=page["next_cursor"]``."""
+        params = {"limit": limit, "cursor": cursor, **filters}
+        given = {k: v for k, v in params.items() if v is not None}
+        return self._call("GET", "/v1/documents", params=given)  # type: ignore[no-any-return]
+
     def document(self, doc_id: str) -> dict[str, Any]:
         return self._call("GET", _document_path(doc_id))  # type: ignore[no-any-return]
 

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.config import JsonDict
 
 from indexers.ingest.ledger import JobState
-from indexers.records import parse_date
+from indexers.records import KEYWORD_FIELDS, parse_date
 from rag_router.answer.flow import AnswerOutcome
 from rag_router.answer.prompting import Constraints
 from rag_router.search.flow import SearchOutcome
@@ -41,7 +41,8 @@ class SearchRequest(Strict):
         None,
         description=(
             'e.g. {"year": {"gte": 2019}, "date": {"gte": "2020-01-01"}, "tags": ["a"], "doc_id": ["x"]}; '
-            "metadata keys: article, section, chapter, law, source, lang, kind, unit, author"
+            # from the one table of keyword fields, so the description cannot drop one (it had: amendment)
+            f"metadata keys: {', '.join(sorted(KEYWORD_FIELDS))}"
         ),
     )
     legs: list[Literal["dense", "lexical"]] | None = Field(
@@ -241,6 +242,32 @@ class DocumentOut(BaseModel):
     metadata: dict[str, Any]
     tiers: list[str]
     chunks: list[ChunkOut]
+
+
+class DocumentListed(BaseModel):
+    id: str = Field(..., description="the document id (the list is ordered by it, in code-point order)")
+    title: str | None = Field(None, description="the document's title, if it has one")
+    tiers: list[Literal["hot", "cold"]] = Field(
+        ..., description='where its chunks are; both while a retier moves it ("hot", "cold")'
+    )
+    chunks: int = Field(..., description="its stored chunks (in the tier that holds the most)")
+    date: str | None = Field(None, description="its `date` metadata as YYYY-MM-DD, if it has one")
+    source: str | None = Field(None, description="its `source` metadata, if it has one")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="the user's metadata, as ingested")
+
+
+class DocumentList(BaseModel):
+    documents: list[DocumentListed] = Field(..., description="at most `limit` documents, by id")
+    next_cursor: str | None = Field(
+        None, description="pass as `cursor` for the next page; null on the last page"
+    )
+    total: int = Field(
+        ...,
+        description=(
+            "documents matching the filters, on every page; a document a retier is moving at that "
+            "moment (in both tiers) counts twice"
+        ),
+    )
 
 
 class ErrorBody(BaseModel):

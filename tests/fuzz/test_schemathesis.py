@@ -42,7 +42,11 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with server(root / "data", port, RAG_API_KEYS=json.dumps([f"acme:{KEY}"])):
         url = f"http://127.0.0.1:{port}"
         docs = [
-            {"id": "law/1", "text": "Article 1. Everyone has the right to the protection of personal data."},
+            {
+                "id": "law/1",
+                "title": "Data law",
+                "text": "Article 1. Everyone has the right to the protection of personal data.",
+            },
             {
                 "id": "n2",
                 "text": "Revenue rose in 2021 after the merger.",
@@ -67,12 +71,15 @@ def _envelope(response: Any) -> None:
     assert all(isinstance(body["error"][k], str) for k in ENVELOPE_KEYS), body
 
 
-# Requests that break the schema can only be made where there is a body to break (a path
-# parameter is any string, and the operations without a body take no other input).
+def _breakable(op: Any) -> bool:
+    """Requests that break the schema can only be made where there is a body or a query to break
+    (a path parameter is any string; the other operations take no input)."""
+    query = [p for p in op.definition.raw.get("parameters", []) if p.get("in") == "query"]
+    return "requestBody" in op.definition.raw or bool(query)
+
+
 CASES = [(label, GenerationMode.POSITIVE) for label in sorted(OPERATIONS)] + [
-    (label, GenerationMode.NEGATIVE)
-    for label, op in sorted(OPERATIONS.items())
-    if "requestBody" in op.definition.raw
+    (label, GenerationMode.NEGATIVE) for label, op in sorted(OPERATIONS.items()) if _breakable(op)
 ]
 
 

@@ -1,16 +1,27 @@
-"""``/v1/documents``: add a small batch synchronously, read one back (text byte for byte), delete one."""
+"""``/v1/documents``: add a small batch synchronously, list them (a page at a time), read one back
+(text byte for byte), delete one."""
 
 from __future__ import annotations
 
-from typing import Any
+import datetime as dt
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
 from indexers.records import SYSTEM_METADATA, StoredChunk, TierName
 from indexers.text.chunk import rebuild
 from rag_router.api.deps import ERROR_RESPONSES, WRITE_RESPONSES, Svc, Tenant, Writable, documents_of
-from rag_router.api.schemas import ChunkOut, DocumentOut, DocumentResult, DocumentsRequest, DocumentsResponse
+from rag_router.api.schemas import (
+    ChunkOut,
+    DocumentList,
+    DocumentListed,
+    DocumentOut,
+    DocumentResult,
+    DocumentsRequest,
+    DocumentsResponse,
+)
 from rag_router.errors import NotFound, PayloadTooLarge
+from rag_router.listing import MAX_LIMIT, document_query, list_documents
 from rag_router.services import Services, service_error
 
 router = APIRouter()
@@ -36,6 +47,59 @@ async def add_documents(body: DocumentsRequest, svc: Svc, tenant: Tenant) -> Doc
             DocumentResult(id=r.id, status=r.status, chunks=r.chunks, tier=r.tier, error=r.error)
             for r in report.results
         ]
+    )
+
+
+@router.get("/v1/documents", response_model=DocumentList, responses=ERROR_RESPONSES)
+async def list_stored(
+    svc: Svc,
+    tenant: Tenant,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="documents per page")] = 50,
+    cursor: Annotated[
+        str | None, Query(min_length=1, max_length=4096, description="`next_cursor` of the previous page")
+    ] = None,
+    tier: Annotated[Literal["hot", "cold"] | None, Query(description="only this tier's documents")] = None,
+    source: Annotated[
+        str | None, Query(min_length=1, max_length=1024, description="exactly this `source` metadata")
+    ] = None,
+    date_gte: Annotated[dt.date | None, Query(description="`date` metadata on or after (YYYY-MM-DD)")] = None,
+    date_lte: Annotated[dt.date | None, Query(description="`date` metadata on or before, YYYY-MM-DD")] = None,
+    title_prefix: Annotated[
+        str | None, Query(min_length=1, max_length=1024, description="title starts with this, any case")
+    ] = None,
+) -> DocumentList:
+    """The caller's stored documents by id, a page at a time; `total` counts every match.
+
+    Pages follow `next_cursor` ("ids after this one"): documents written or deleted meanwhile
+    never make another one skipped or repeated. A date filter leaves out documents without a date."""
+    query = document_query(
+        tenant,
+        limit=limit,
+        cursor=cursor,
+        source=source,
+        date_gte=date_gte,
+        date_lte=date_lte,
+        title_prefix=title_prefix,
+    )
+    try:
+        listing = await list_documents(svc.tiers, query, tier)
+    except Exception as exc:
+        raise service_error(exc) or exc from exc
+    return DocumentList(
+        documents=[
+            DocumentListed(
+                id=d.id,
+                title=d.title,
+                tiers=d.tiers,
+                chunks=d.chunks,
+                date=d.date,
+                source=d.source,
+                metadata=d.metadata,
+            )
+            for d in listing.documents
+        ],
+        next_cursor=listing.next_cursor,
+        total=listing.total,
     )
 
 
