@@ -5,17 +5,21 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import logging
+import re
 import sys
+import textwrap
 from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 
-from rag_router.cli.common import api, app, console, fail, setup_logging
+from rag_router.cli.common import api, app, console, fail, setup_logging, where
 from rag_router.client import ApiError, Client
 from rag_router.owner import current_owner, holding
 from rag_router.settings import get_settings, shared_store
 
+log = logging.getLogger(__name__)
 Url = Annotated[
     str | None, typer.Option("--url", help="a running server (default: RAG_URL, or the data dir's)")
 ]
@@ -52,13 +56,31 @@ def serve(
         fail(owner.describe(settings.data_dir))
     owning = contextlib.nullcontext() if shared else holding(settings.data_dir, f"http://{host}:{port}")
     with owning:
-        uvicorn.run(
+        config = uvicorn.Config(
             create_app(settings, freeze_gc=True),
             host=host,
             port=port,
             log_level=settings.log_level.lower(),
             access_log=settings.access_log,
         )
+        server = _server(config, f"rag-router ready at http://{host}:{port} (data dir {settings.data_dir})")
+        server.run()
+        if not server.started:  # the store opened, the socket did not (uvicorn has said why)
+            raise typer.Exit(3)
+
+
+def _server(config: Any, ready: str) -> Any:
+    """uvicorn's server, saying ``ready`` once its socket is bound (the lifespan runs before)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                log.info(ready)
+
+    return Server(config)
+
 
 
 def _with_client(url: str | None, run: Callable[[Client], Any]) -> Any:
@@ -86,8 +108,19 @@ def query(
     """Run one query and print the hits with their sources."""
     from rag_router.api.schemas import SearchResponse
 
-    body = _with_client(url, lambda c: c.search(text, top_k=top_k, route=route))
+    def search(client: Client) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        body = client.search(text, top_k=top_k, route=route)
+        return body, None if body["hits"] else client.ready()  # no hits: is the index empty?
+
+    body, ready = _with_client(url, search)
     response = SearchResponse.model_validate(body)
+    if ready is not None and not any(b.get("chunks") for b in ready.get("backends", {}).values()):
+        console.print(
+            f"[yellow]the index at {where(get_settings(), url)} is empty: ingest documents first "
+            "with `rag-router ingest PATH` or set RAG_DATA_DIR[/yellow]",
+            highlight=False,
+            soft_wrap=True,
+        )
     if as_json:
         typer.echo(response.model_dump_json(indent=2))
         return
@@ -98,7 +131,29 @@ def query(
     for n, hit in enumerate(response.hits, 1):
         title = f" — {hit.title}" if hit.title else ""
         typer.echo(f"[{n}] {hit.doc_id}{title} ({hit.tier}, score {hit.score:.4f})")
-        typer.echo(f"    {hit.text[:300]}")
+        typer.echo(textwrap.indent(snippet(hit.text), "    "))
+
+
+_IDEOGRAPH = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]")
+_SPACE = re.compile(r"\s")
+
+
+def snippet(text: str, limit: int = 300) -> str:
+    """At most ``limit`` characters of ``text``, cut between words with "…" after them.
+
+    Chinese and Japanese put no spaces between words, so there any two characters are a boundary;
+    elsewhere the cut goes back to the last space (unless that would lose over half of it).
+    """
+    if len(text) <= limit:
+        return text
+    head, rest = text[:limit], text[limit:]
+    inside = head[-1].isalnum() and rest[0].isalnum()
+    if inside and not (_IDEOGRAPH.match(head[-1]) or _IDEOGRAPH.match(rest[0])):
+        spaces = [m.start() for m in _SPACE.finditer(head)]
+        if spaces and spaces[-1] > limit // 2:
+            head = head[: spaces[-1]]
+    return head.rstrip() + "…"
+
 
 
 @app.command()
@@ -110,9 +165,9 @@ def retier(
     report = _with_client(url, lambda c: c.retier(dry_run=dry_run))
     verb = "would move" if dry_run else "moved"
     moved = report["aged"] if dry_run else report["moved"]
-    console.print(f"{report['aged']} documents past the hot window; {verb} {moved}")
+    typer.echo(f"{report['aged']} documents past the hot window; {verb} {moved}")  # what a script reads
     if not dry_run:
-        console.print(f"{report['chunks']} chunks moved to the cold tier")
+        typer.echo(f"{report['chunks']} chunks moved to the cold tier")
     for error in report["errors"]:
         console.print(f"[red]{error}[/red]")
     if report["errors"]:
@@ -141,7 +196,7 @@ def documents_get(
 def documents_delete(doc_id: Annotated[str, typer.Argument(help="the document id")], url: Url = None) -> None:
     """Remove a document from every tier."""
     body = _with_client(url, lambda c: c.delete_document(doc_id))
-    console.print(f"deleted {body['id']}: {body['deleted_chunks']} chunks")
+    typer.echo(f"deleted {body['id']}: {body['deleted_chunks']} chunks")
 
 
 @documents.command("list")
