@@ -78,16 +78,16 @@ def block_commands() -> list[list[str]]:
 def synopsis_commands() -> list[list[str]]:
     """The usage synopsis (`rag-router ingest PATH... [--tier auto|hot|cold]`, alternatives as
     `documents get ID | documents delete ID`) and inline mentions (`rag-router jobs follow ID`)."""
-    out = []
+    out: list[list[str]] = []
     for line in (line for block in blocks("text") for line in logical_lines(block)):
         for part in line.split(" #")[0].split(" < ")[0].split(" | "):
             tokens = [t.strip("[]") for t in shlex.split(part) if t.strip("[]")]
             argv = tokens[1:] if tokens[0] == "rag-router" else tokens  # "… | documents delete ID"
             out.append(argv)
     for span in inline_spans():
-        argv = rag_router_argv(words(span))
-        if argv and argv[0] not in ("…", "..."):  # "`rag-router …`": any command
-            out.append(argv)
+        mention = rag_router_argv(words(span))
+        if mention and mention[0] not in ("…", "..."):  # "`rag-router …`": any command
+            out.append(mention)
     return out
 
 
