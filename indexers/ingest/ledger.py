@@ -76,7 +76,7 @@ ADDED_COLUMNS = (  # since the first version of the SQLite ledger
 REQUEUE = "CASE WHEN cancel = 1 THEN 'cancelled' ELSE 'queued' END"
 _STATE_COLUMNS = (
     "id, tenant, status, total, done, failed, created_docs, updated_docs, unchanged_docs, "
-    "chunks, seconds, errors, created, updated"
+    "chunks, seconds, errors, created, updated, cancel"
 )
 
 
@@ -96,6 +96,7 @@ class JobState:
     errors: list[dict[str, str]]
     created: float
     updated: float
+    cancel: bool = False  # asked for while running: the runner stops after its batch in flight
 
     @property
     def chunks_per_s(self) -> float:
@@ -117,7 +118,7 @@ class JobState:
     @classmethod
     def of(cls, row: Sequence[Any]) -> JobState:
         values = dict(zip((f.name for f in fields(cls)), row, strict=True))
-        return cls(**{**values, "errors": json.loads(values["errors"])})
+        return cls(**{**values, "errors": json.loads(values["errors"]), "cancel": bool(values["cancel"])})
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,7 +267,10 @@ class SqlLedger:
                 "UPDATE jobs SET status = 'cancelled', updated = ? WHERE id = ? AND status = 'queued'",
                 (time.time(), job_id),
             )
-            tx.execute("UPDATE jobs SET cancel = 1 WHERE id = ? AND status = 'running'", (job_id,))
+            tx.execute(  # ``updated`` moves: event streams show the job cancelling at once
+                "UPDATE jobs SET cancel = 1, updated = ? WHERE id = ? AND status = 'running'",
+                (time.time(), job_id),
+            )
         return self.get(job_id)
 
     def set_status(

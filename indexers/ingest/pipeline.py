@@ -25,8 +25,9 @@ import contextlib
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 
 Held = tuple[str, str | None]  # a stored chunk's content hash and its document's hash
 Key = tuple[str, str]  # (tenant, document id)
+T = TypeVar("T")
 _CHARS_PER_CHUNK = 800  # batches are cut by text size before chunking (~200 tokens of English)
 
 
@@ -262,16 +264,21 @@ class Pipeline:
         report: IngestReport,
         cancel: asyncio.Event | None,
     ) -> None:
-        """Embed each batch; once cancelled, pass batches on unembedded (the write stage drops them)."""
+        """Embed each batch; once cancelled, pass batches on unembedded (the write stage drops them).
+
+        A cancel also stops the batch being embedded: one batch is hundreds of chunks, a minute
+        of a busy CPU, and a job must not read ``running`` all that time after it was cancelled."""
         try:
             while (batch := await source.get()) is not None:
                 if batch.to_embed and not (cancel is not None and cancel.is_set()):
                     began = time.perf_counter()
                     texts = [c.embed_text for _, c in batch.to_embed]
-                    batch.vectors, cached = await self._embed_batch(texts)
-                    report.timed("embed", began)
-                    report.chunks_cached += cached
-                    report.chunks_embedded += len(texts) - cached
+                    embedded = await _unless_cancelled(self._embed_batch(texts), cancel)
+                    if embedded is not None:
+                        batch.vectors, cached = embedded
+                        report.timed("embed", began)
+                        report.chunks_cached += cached
+                        report.chunks_embedded += len(texts) - cached
                 await out.put(batch)
         except BaseException:
             _end(out)
@@ -337,6 +344,27 @@ class Pipeline:
             groups.setdefault((tier, tenant), []).append(chunk_id)
         for (tier, tenant), ids in groups.items():
             await self._tiers[tier].delete(tenant, ids)
+
+
+async def _unless_cancelled(work: Coroutine[Any, Any, T], cancel: asyncio.Event | None) -> T | None:
+    """``work``'s result, or None as soon as ``cancel`` is set (``work`` is then cancelled; an
+    embedding already running in its worker thread finishes there, unused)."""
+    if cancel is None:
+        return await work
+    task = asyncio.ensure_future(work)
+    stop = asyncio.ensure_future(cancel.wait())
+    try:
+        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+        if not task.done():
+            task.cancel()
+    if not task.cancelled() and task.done():
+        return task.result()
+    await asyncio.wait({task})  # let it take the cancel (its thread's result is dropped)
+    if not task.cancelled():
+        task.exception()  # it ended before the cancel landed: whatever it raised is moot now
+    return None
 
 
 def _end(queue: asyncio.Queue[_Batch | None]) -> None:

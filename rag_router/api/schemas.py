@@ -175,7 +175,9 @@ class JobError(BaseModel):
 
 class JobOut(BaseModel):
     job_id: str
-    status: Literal["queued", "running", "done", "failed", "cancelled"]
+    status: Literal["queued", "running", "cancelling", "done", "failed", "cancelled"] = Field(
+        description="cancelling: a cancel was asked for while it ran; it stops after the batch in flight"
+    )
     total: int = Field(description="documents in the job (unique ids)")
     done: int = Field(description="documents durably written (or found unchanged)")
     failed: int
@@ -194,7 +196,7 @@ class JobOut(BaseModel):
     def of(cls, state: JobState) -> JobOut:
         return cls(
             job_id=state.id,
-            status=state.status,
+            status="cancelling" if state.status == "running" and state.cancel else state.status,
             total=state.total,
             done=state.done,
             failed=state.failed,
@@ -219,6 +221,10 @@ class FileResult(BaseModel):
     name: str
     documents: int = Field(description="documents read from the file")
     error: str | None = Field(None, description="why the file, or some of its records, could not be read")
+    failures: list[JobError] = Field(
+        default_factory=list,
+        description="each record or file that could not be read: where (`name` or `name:line`) and why",
+    )
 
 
 class FilesAccepted(BaseModel):

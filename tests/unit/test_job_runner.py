@@ -68,3 +68,39 @@ async def test_ledger_errors_are_retried_and_the_job_still_finishes(tmp_path: Pa
     assert state is not None and (state.status, state.done) == ("done", 8)
     assert ledger.claims_to_fail == 0 and ledger.renewals >= 2  # failures happened, and were lived through
     await runner.close()
+
+
+class InFlightPipeline:
+    """Holds one batch in flight until ``release`` is set, then stops if cancelled."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def ingest(self, docs: Iterable[Document], *, cancel: asyncio.Event, **_: Any) -> IngestReport:
+        list(docs)
+        self.started.set()
+        await self.release.wait()
+        return IngestReport(cancelled=cancel.is_set())
+
+
+async def test_a_cancelled_running_job_reads_cancelling_until_its_runner_stops(tmp_path: Path) -> None:
+    from rag_router.api.schemas import JobOut
+
+    pipeline = InFlightPipeline()
+    runner = JobRunner(SqliteLedger(tmp_path / "jobs.sqlite"), pipeline, lease_s=5, poll_s=0.05)  # type: ignore[arg-type]
+    job_id = await runner.submit("t", "auto", [Document("d", "text", tenant="t")])
+    runner.start()
+    await asyncio.wait_for(pipeline.started.wait(), 30)
+    asked = await runner.cancel(job_id)
+    assert asked is not None and JobOut.of(asked).status == "cancelling"
+    read = await runner.get(job_id)
+    assert read is not None and JobOut.of(read).status == "cancelling"
+    pipeline.release.set()
+    for _ in range(400):
+        state = await runner.get(job_id)
+        if state is not None and state.finished:
+            break
+        await asyncio.sleep(0.05)
+    assert state is not None and JobOut.of(state).status == "cancelled"
+    await runner.close()
