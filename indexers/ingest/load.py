@@ -5,20 +5,28 @@ Formats: BEIR ``corpus.jsonl[.gz]`` (``_id``, ``title``, ``text``, ``metadata``)
 metadata), and one-document files read by ``indexers.ingest.formats``: ``.txt``, ``.md`` (front
 matter → metadata), ``.html``, ``.pdf``. Folders are walked recursively, filtered by glob
 patterns. A file or line that cannot be read becomes a ``LoadFailure`` with a reason; it
-never stops the others. A one-document file's id is its path relative to the folder given
-(``reports/2024/q1.pdf``), so equal names in different folders or formats do not collide.
+never stops the others. A one-document file's id is its path relative to what was named: the
+folder (``reports/2024/q1.pdf``), the file's own folder for one file named alone (``q1.pdf``), or,
+when several paths are named, their common parent folder (``a/readme.txt``, ``b/readme.txt``), so
+equal names in different folders or formats do not collide. An id read twice in one ingest (two
+records, or a record and a file) is a ``LoadFailure`` the second time: nothing read is silently
+replaced by what follows it.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import gzip
+import hashlib
 import json
 import logging
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
+
+import numpy as np
 
 from indexers.ingest.formats import READERS, Unreadable
 from indexers.records import DEFAULT_TENANT, Document, content_hash
@@ -68,11 +76,22 @@ def _matches(rel: str, patterns: Sequence[str]) -> bool:
     return any(pure.match(p) or fnmatch.fnmatch(rel, p) for p in patterns)
 
 
+def id_roots(paths: Sequence[Path]) -> list[Path]:
+    """The folder each named path's ids are relative to: one folder, itself; one file, its folder;
+    several paths, their common parent (so ``a/readme.txt`` and ``b/readme.txt`` stay apart)."""
+    if len(paths) == 1:
+        only = paths[0]
+        return [only if only.is_dir() else only.parent]
+    common = Path(os.path.commonpath([_absolute(p.parent) for p in paths]))
+    return [common] * len(paths)
+
+
 def iter_files(paths: Iterable[Path], options: LoadOptions = LoadOptions()) -> Iterator[tuple[Path, Path]]:
     """(file, the folder its id is relative to): folders recursively, sorted, filtered."""
-    for path in paths:
+    named = list(paths)
+    for path, root in zip(named, id_roots(named), strict=True):
         if not path.is_dir():
-            yield path, path.parent
+            yield path, root
             continue
         for file in sorted(path.rglob("*")):
             rel = file.relative_to(path).as_posix()
@@ -84,27 +103,74 @@ def iter_files(paths: Iterable[Path], options: LoadOptions = LoadOptions()) -> I
                 continue
             if options.exclude and _matches(rel, options.exclude):
                 continue
-            yield file, path
+            yield file, root
 
 
 def load_paths(
     paths: Iterable[Path], tenant: str = DEFAULT_TENANT, options: LoadOptions | None = None
 ) -> Iterator[Document | LoadFailure]:
+    """Every document under ``paths``; an id read a second time is a failure, not a replacement."""
     options = options or LoadOptions(tenant=tenant)
+    seen = SeenIds()
     for path, root in iter_files(paths, options):
-        yield from load_any(path, root, options)
+        for source, item in load_sourced(path, root, options):
+            yield seen.first(item, source)
 
 
 def load_any(path: Path, root: Path, options: LoadOptions) -> Iterator[Document | LoadFailure]:
     """One file of any known kind: a JSONL file's records, or the one document of the file."""
+    return (item for _, item in load_sourced(path, root, options))
+
+
+def load_sourced(
+    path: Path, root: Path, options: LoadOptions
+) -> Iterator[tuple[str, Document | LoadFailure]]:
+    """``load_any``, each item with where it was read (``file`` or ``file:line``)."""
     suffix = _suffix(path)
     if suffix in JSONL_SUFFIXES:
-        yield from load_jsonl(path, options.tenant, options)
+        yield from _jsonl_sourced(path, options.tenant, options)
     elif suffix in READERS:
-        yield load_file(path, root, options)
+        yield str(path), load_file(path, root, options)
     else:
         known = ", ".join(sorted(KNOWN_SUFFIXES))
-        yield LoadFailure(str(path), f"unsupported file type {suffix or '(none)'!r}; known: {known}")
+        reason = f"unsupported file type {suffix or '(none)'!r}; known: {known}"
+        yield str(path), LoadFailure(str(path), reason)
+
+
+class SeenIds:
+    """The (tenant, id) pairs read so far in one ingest, at 8 bytes each (a 64-bit hash: a false
+    repeat is about as likely as 1 in 10^6 at ten million ids), so memory stays nearly flat."""
+
+    _FLUSH = 65_536  # recent hashes kept in a set before they join the sorted array
+
+    def __init__(self) -> None:
+        self._recent: set[int] = set()
+        self._sorted = np.empty(0, dtype=np.uint64)
+
+    def add(self, tenant: str, doc_id: str) -> bool:
+        """Whether the pair is new (and now remembered)."""
+        key = hashlib.blake2b(f"{tenant}\0{doc_id}".encode(), digest_size=8).digest()
+        value = int.from_bytes(key, "little")
+        if value in self._recent:
+            return False
+        at = int(np.searchsorted(self._sorted, np.uint64(value)))
+        if at < len(self._sorted) and int(self._sorted[at]) == value:
+            return False
+        self._recent.add(value)
+        if len(self._recent) >= self._FLUSH:
+            fresh = np.fromiter(self._recent, dtype=np.uint64, count=len(self._recent))
+            self._sorted = np.union1d(self._sorted, fresh)
+            self._recent.clear()
+        return True
+
+    def first(self, item: Document | LoadFailure, source: str) -> Document | LoadFailure:
+        """``item``, or a failure when its id was read before in this ingest. An id that is the
+        content hash of the title and text (none was given) repeats only with the same text."""
+        if isinstance(item, LoadFailure) or self.add(item.tenant, item.id):
+            return item
+        if item.id == content_hash(item.title or "", item.text):
+            return item
+        return LoadFailure(source, f"id {item.id!r} was read earlier in this ingest; this copy is skipped")
 
 
 def _open(path: Path) -> IO[str]:
@@ -116,16 +182,24 @@ def _open(path: Path) -> IO[str]:
 def load_jsonl(
     path: Path, tenant: str = DEFAULT_TENANT, options: LoadOptions = LoadOptions()
 ) -> Iterator[Document | LoadFailure]:
+    return (item for _, item in _jsonl_sourced(path, tenant, options))
+
+
+def _jsonl_sourced(
+    path: Path, tenant: str, options: LoadOptions
+) -> Iterator[tuple[str, Document | LoadFailure]]:
     number = 0
     try:
         with _open(path) as lines:
             for number, line in enumerate(lines, 1):
+                source = f"{path}:{number}"
                 if len(line) > options.max_bytes:
-                    yield LoadFailure(f"{path}:{number}", f"line over {_mb(options.max_bytes)}")
+                    yield source, LoadFailure(source, f"line over {_mb(options.max_bytes)}")
                 elif line.strip():
-                    yield parse_record(line, f"{path}:{number}", tenant, options.fields)
+                    yield source, parse_record(line, source, tenant, options.fields)
     except (OSError, UnicodeDecodeError, EOFError) as exc:
-        yield LoadFailure(f"{path}:{number + 1}", f"cannot read: {exc}")
+        source = f"{path}:{number + 1}"
+        yield source, LoadFailure(source, f"cannot read: {exc}")
 
 
 def parse_record(
@@ -177,7 +251,7 @@ def load_file(path: Path, root: Path, options: LoadOptions = LoadOptions()) -> D
         return LoadFailure(str(path), f"cannot read: {exc}")
     if not parsed.text.strip():
         return LoadFailure(str(path), "no text in the file")
-    doc_id = str(parsed.metadata.pop("id", "") or _relative_id(path, root))
+    doc_id = str(parsed.metadata.pop("id", "") or relative_id(path, root))
     metadata = {"source": path.name, **parsed.metadata}
     return Document(
         id=doc_id,
@@ -189,12 +263,18 @@ def load_file(path: Path, root: Path, options: LoadOptions = LoadOptions()) -> D
     )
 
 
-def _relative_id(path: Path, root: Path) -> str:
+def relative_id(path: Path, root: Path) -> str:
+    """``path`` relative to ``root`` (either may be relative to the working folder), ``/``-separated."""
     try:
-        rel = path.relative_to(root)
+        rel = _absolute(path).relative_to(_absolute(root))
     except ValueError:
         rel = Path(path.name)
     return rel.as_posix()
+
+
+def _absolute(path: Path) -> Path:
+    """Absolute and without ``..`` (lexically: a link inside a folder keeps its name there)."""
+    return Path(os.path.normpath(path.absolute()))
 
 
 def _mb(size: int) -> str:

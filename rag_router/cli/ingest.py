@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from rag_router.cli.common import app, console, fail, local_services, server_url, setup_logging
-from rag_router.cli.report import Summary, print_report, progress_bar
+from rag_router.cli.report import Summary, exit_for_failures, print_report, progress_bar
 from rag_router.cli.store import Url
 from rag_router.cli.upload import ingest_there
 from rag_router.client import ApiError, Client
@@ -65,7 +65,15 @@ def ingest(
     unit_mb: UnitMb = None,
     embed_units: EmbedUnits = None,
 ) -> None:
-    """Batch-ingest files and folders (BEIR corpus.jsonl[.gz], .jsonl, .txt, .md, .html, .pdf)."""
+    """Batch-ingest files and folders (BEIR corpus.jsonl[.gz], .jsonl, .txt, .md, .html, .pdf).
+
+    A file's id is its path relative to the folder named (one file named: its name; several
+    paths: their common parent folder); an id read twice fails its second copy. The report goes
+    to stdout; with --detach, each job id alone on a line.
+
+    Exit status: 0 all ingested; 3 some files or records failed (the report lists them); 1 a
+    server job failed or was cancelled; 2 an error; 130 interrupted.
+    """
     if tier not in ("auto", "hot", "cold") or engine not in ("inprocess", "ray"):
         raise typer.BadParameter("--tier must be auto, hot or cold; --engine inprocess or ray")
     if engine != "ray" and (unit_mb is not None or embed_units is not None):
@@ -123,7 +131,13 @@ async def _ingest_here(
             console.print("[dim]tiers already hold data; nothing ingested[/dim]")
             return
         report = await ingest_with_progress(services, load_paths(paths, options=options), tier)
-    print_report(Summary.of_report(report))
+    _report(report)
+
+
+def _report(report: IngestReport) -> None:
+    summary = Summary.of_report(report)
+    print_report(summary)
+    exit_for_failures(summary)
 
 
 def _ray_here(server: str | None) -> None:
@@ -164,7 +178,7 @@ async def _ingest_ray(
             return report
 
         report = await _with_progress(run)
-    print_report(Summary.of_report(report))
+    _report(report)
 
 
 async def ingest_with_progress(services: Services, docs: Any, placement: Any) -> IngestReport:

@@ -1,10 +1,17 @@
-"""What an ingest did, however it ran (in process, on Ray, or as server jobs), and its progress bar."""
+"""What an ingest did, however it ran (in process, on Ray, or as server jobs), and its progress bar.
+
+The report is what a script reads: it goes to stdout; the progress bar and logs go to stderr.
+The exit status says how it ended: ``EXIT_FAILURES`` (3) when it finished but some files or
+records failed, 1 when a server job failed or was cancelled, 2 for an error before or while
+ingesting (a bad option, a server that refused), 130 when interrupted."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import typer
+from rich.console import Console
 from rich.progress import (
     BarColumn,
     Progress,
@@ -16,6 +23,8 @@ from rich.progress import (
 from rich.table import Table
 
 from rag_router.cli.common import console
+
+EXIT_FAILURES = 3  # the ingest finished, and some files or records failed
 
 if TYPE_CHECKING:
     from indexers.ingest.results import IngestReport
@@ -85,11 +94,18 @@ def print_report(s: Summary) -> None:
     for label, value in rows:
         if value is not None:
             table.add_row(label, str(value))
-    console.print(table)
-    for doc_id, error in s.failures[:20]:
-        console.print(f"[red]failed[/red] {doc_id}: {error}", highlight=False)
+    Console(soft_wrap=True).print(table)
+    for doc_id, error in s.failures[:20]:  # whole lines: a path or a reason is never cut
+        typer.echo(f"failed {doc_id}: {error}")
     if len(s.failures) > 20:
-        console.print(f"[red]… and {len(s.failures) - 20} more failures[/red]")
+        typer.echo(f"… and {len(s.failures) - 20} more failures")
+
+
+def exit_for_failures(s: Summary) -> None:
+    """Exit with ``EXIT_FAILURES`` when any document failed (the report says which)."""
+    if s.failed:
+        console.print(f"[red]{s.failed} of {s.documents} documents failed[/red]", highlight=False)
+        raise typer.Exit(EXIT_FAILURES)
 
 
 def progress_bar() -> Progress:

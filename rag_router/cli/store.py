@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import gc
 import json
 import logging
@@ -82,7 +83,6 @@ def _server(config: Any, ready: str) -> Any:
     return Server(config)
 
 
-
 def _with_client(url: str | None, run: Callable[[Client], Any]) -> Any:
     """Run one API call where the data is (a server, or this process); an error answer is one line."""
     settings = get_settings()
@@ -155,7 +155,6 @@ def snippet(text: str, limit: int = 300) -> str:
     return head.rstrip() + "…"
 
 
-
 @app.command()
 def retier(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="only count what would move")] = False,
@@ -223,19 +222,32 @@ def documents_list(
     console.print(f"[dim]{shown}{more}[/dim]", highlight=False, soft_wrap=True)
 
 
+JOBS_HEADER = f"{'JOB':<32}  {'STATUS':<10}  {'CREATED':<19}  {'UPDATED':<19}  PROGRESS"
+
+
 def job_line(j: dict[str, Any]) -> str:
     """One job per line, its id whole (to paste into `jobs get|follow|cancel`) at any width."""
     eta = "" if j["eta_s"] is None or j["status"] != "running" else f", eta {j['eta_s']:.0f} s"
     return (
-        f"{j['job_id']}  {j['status']:<9}  {j['done']}/{j['total']} done, {j['failed']} failed, "
+        f"{j['job_id']:<32}  {j['status']:<10}  {_local_time(j['created_at'])}  "
+        f"{_local_time(j['updated_at'])}  {j['done']}/{j['total']} done, {j['failed']} failed, "
         f"{j['chunks_per_s']:.1f} chunks/s{eta}"
     )
 
 
+def _local_time(epoch_s: float) -> str:
+    return dt.datetime.fromtimestamp(epoch_s).strftime("%Y-%m-%d %H:%M:%S")
+
+
 @jobs.command("list")
 def jobs_list(url: Url = None) -> None:
-    """The latest ingestion jobs, newest first."""
-    for job in _with_client(url, Client.jobs):
+    """The latest ingestion jobs, newest first (times are this machine's local time)."""
+    found = _with_client(url, Client.jobs)
+    if not found:
+        typer.echo("no ingestion jobs")
+        return
+    typer.echo(JOBS_HEADER)
+    for job in found:
         typer.echo(job_line(job))
 
 
@@ -250,7 +262,7 @@ def jobs_cancel(job_id: str, url: Url = None) -> None:
     """Cancel a queued or running job (a running one stops between batches)."""
     body = _with_client(url, lambda c: c.cancel(job_id))
     written = f"{body['done']} of {body['total']} documents written"
-    if body["status"] == "running":
+    if body["status"] in ("running", "cancelling"):
         console.print(f"{job_id}: cancelling, it stops after the batch in flight ({written} so far)")
     else:
         console.print(f"{job_id}: {body['status']} ({written})")

@@ -7,11 +7,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from rag_router.cli.common import console, fail, server_url, setup_logging
-from rag_router.cli.report import Summary, print_report, progress_bar
+from rag_router.cli.report import Summary, exit_for_failures, print_report, progress_bar
 from rag_router.cli.store import Url, jobs
 from rag_router.client import ApiError, Client
 from rag_router.settings import get_settings
@@ -21,6 +22,8 @@ UPLOAD_FILES = 200  # files per upload (one job each)
 
 def batches(files: Iterable[tuple[Path, Path]], max_bytes: int) -> Iterator[list[tuple[str, Path]]]:
     """(name, path) groups of at most ``max_bytes`` (a larger file goes alone) and UPLOAD_FILES files."""
+    from indexers.ingest.load import relative_id  # not at import: --help stays fast
+
     batch: list[tuple[str, Path]] = []
     size = 0
     for path, root in files:
@@ -28,7 +31,7 @@ def batches(files: Iterable[tuple[Path, Path]], max_bytes: int) -> Iterator[list
         if batch and (size + length > max_bytes or len(batch) >= UPLOAD_FILES):
             yield batch
             batch, size = [], 0
-        batch.append((path.relative_to(root).as_posix(), path))
+        batch.append((relative_id(path, root), path))
         size += length
     if batch:
         yield batch
@@ -46,11 +49,12 @@ def ingest_there(
     job_ids: list[str] = []
     try:
         _upload(client, files, tier, max_bytes, form or {}, summary, job_ids)
-        if detach or not job_ids:
-            for job_id in job_ids:
-                console.print(f"job {job_id} (follow: rag-router jobs follow {job_id})")
-            if not job_ids:
-                print_report(summary)
+        if detach and job_ids:
+            _print_detached(job_ids, summary)
+            return
+        if not job_ids:
+            print_report(summary)
+            exit_for_failures(summary)
             return
         console.print(f"[dim]jobs: {' '.join(job_ids)}[/dim]", highlight=False)
         finished = follow(client, job_ids, summary)
@@ -65,6 +69,18 @@ def ingest_there(
         raise typer.Exit(130) from None
     print_report(summary)
     _exit_for(finished)
+    exit_for_failures(summary)
+
+
+def _print_detached(job_ids: list[str], summary: Summary) -> None:
+    """Each job id alone on a stdout line (``JOB=$(rag-router ingest … --detach)``); the rest,
+    the files that could not be read included, on stderr."""
+    for job_id in job_ids:
+        typer.echo(job_id)
+    console.print(f"follow with: rag-router jobs follow {job_ids[0]}", highlight=False)
+    for source, error in summary.failures:
+        console.print(f"[red]failed[/red] {source}: {error}", highlight=False)
+    exit_for_failures(summary)
 
 
 def _upload(
@@ -85,16 +101,26 @@ def _upload(
             except ApiError as exc:
                 if exc.status != 422:  # 422: nothing readable in this batch; the others go on
                     raise
-                summary.failures.append((batch[0][0] if len(batch) == 1 else f"batch {n}", exc.message))
+                summary.failures.append((str(batch[0][1]) if len(batch) == 1 else f"batch {n}", exc.message))
                 summary.failed += len(batch)
                 summary.documents += len(batch)
                 continue
             job_ids.append(accepted["job_id"])
-            for f in accepted["files"]:
-                if f["error"]:  # unreadable files count as failed documents, as in process
-                    summary.failures.append((f["name"], f["error"]))
-                    summary.failed += 1 if f["documents"] == 0 else 0
-                    summary.documents += 1 if f["documents"] == 0 else 0
+            _count_unread(accepted["files"], dict(batch), summary)
+
+
+def _count_unread(files: list[dict[str, Any]], paths: dict[str, Path], summary: Summary) -> None:
+    """Each file or record the server could not read is a failed document, named where it is on
+    this machine (``folder/a.jsonl:3``), as an in-process ingest names it."""
+    for f in files:
+        for failure in f.get("failures", []):
+            name, local = f["name"], paths.get(f["name"])
+            where = failure["id"]
+            if local is not None and where.startswith(name):
+                where = str(local) + where[len(name) :]
+            summary.failures.append((where, failure["error"]))
+            summary.failed += 1
+            summary.documents += 1
 
 
 def _exit_for(finished: dict[str, str]) -> None:

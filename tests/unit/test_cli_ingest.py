@@ -138,3 +138,23 @@ def test_ray_work_sizes_reach_the_engine_and_are_refused_without_it(
     assert (seen[1].unit_mb, seen[1].embed_units) == (1.0, 4)  # RayOptions' defaults
     refused = runner.invoke(app, ["ingest", str(doc), "--unit-mb", "8"])
     assert refused.exit_code == 2 and "--engine ray" in refused.output
+
+
+def test_jobs_list_says_when_there_are_none_and_has_a_header_and_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from typer.testing import CliRunner
+
+    from rag_router.cli import app
+    from rag_router.cli import store as cli_store
+
+    listed: list[dict[str, Any]] = []
+    monkeypatch.setattr(cli_store, "_with_client", lambda url, run: listed)
+    empty = CliRunner().invoke(app, ["jobs", "list"])
+    assert empty.exit_code == 0 and empty.stdout == "no ingestion jobs\n"
+    job = {"job_id": "0" * 32, "status": "cancelling", "done": 0, "total": 300, "failed": 0}
+    listed.append({**job, "chunks_per_s": 0.0, "eta_s": None, "created_at": 0.0, "updated_at": 60.0})
+    header, line = CliRunner().invoke(app, ["jobs", "list"]).stdout.splitlines()
+    assert header.split() == ["JOB", "STATUS", "CREATED", "UPDATED", "PROGRESS"]
+    assert line.startswith(f"{'0' * 32}  cancelling") and "0/300 done" in line
+    assert line.count(":") == 4  # a created and an updated time, each hh:mm:ss

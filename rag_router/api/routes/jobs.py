@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from indexers.ingest.ledger import JobState
-from indexers.ingest.load import FieldMap, LoadFailure, LoadOptions, load_any
+from indexers.ingest.load import FieldMap, LoadFailure, LoadOptions, SeenIds, load_sourced
 from indexers.records import Document
 from rag_router.api.deps import ERROR_RESPONSES, WRITE_RESPONSES, Svc, Tenant, Writable, documents_of
 from rag_router.api.schemas import (
@@ -24,6 +24,7 @@ from rag_router.api.schemas import (
     FileResult,
     FilesAccepted,
     JobCreated,
+    JobError,
     JobOut,
     JobsOut,
 )
@@ -101,7 +102,7 @@ async def upload_files(
     with tempfile.TemporaryDirectory(prefix="rag-upload-") as folder:
         docs, results = await _read_uploads(files, Path(folder), options)
         if not docs:
-            reasons = "; ".join(f"{r.name}: {r.error}" for r in results) or "no files"
+            reasons = "; ".join(f"{f.id}: {f.error}" for r in results for f in r.failures) or "no files"
             raise InvalidRequest(f"no documents could be read from the upload ({reasons})")
         job_id = await svc.jobs.submit(owner, tier, docs)
     return FilesAccepted(job_id=job_id, files=results)
@@ -110,14 +111,15 @@ async def upload_files(
 async def _read_uploads(
     files: list[UploadFile], folder: Path, options: LoadOptions
 ) -> tuple[list[Document], list[FileResult]]:
+    """Each file's documents and a result per file; an id read twice in one upload fails the
+    second copy (as a CLI ingest in process does), never replacing the first in silence."""
     docs: list[Document] = []
     results: list[FileResult] = []
+    seen = SeenIds()
     for upload in files:
         name = _safe_name(upload.filename or "")
         if name is None:
-            results.append(
-                FileResult(name=upload.filename or "", documents=0, error="a file needs a plain name")
-            )
+            results.append(_unread(upload.filename or "", "a file needs a plain name"))
             continue
         path = folder / name
         try:
@@ -126,20 +128,31 @@ async def _read_uploads(
                 while block := await upload.read(_COPY_CHUNK):
                     await asyncio.to_thread(out.write, block)
         except OSError as exc:  # a name too long, or one that is also a folder in this upload
-            results.append(FileResult(name=name, documents=0, error=f"cannot store the file: {exc.strerror}"))
+            results.append(_unread(name, f"cannot store the file: {exc.strerror}"))
             continue
-        read = await asyncio.to_thread(_load, path, folder, options)
+        read = await asyncio.to_thread(_load, path, folder, options, seen)
         found = [d for d in read if isinstance(d, Document)]
-        failures = [f for f in read if isinstance(f, LoadFailure)]
-        error = "; ".join(f.reason for f in failures[:5]) + (" …" if len(failures) > 5 else "")
-        results.append(FileResult(name=name, documents=len(found), error=error or None))
+        failures = [_named(f, path, name) for f in read if isinstance(f, LoadFailure)]
+        error = "; ".join(f"{f.id}: {f.error}" for f in failures[:5]) + (" …" if len(failures) > 5 else "")
+        results.append(FileResult(name=name, documents=len(found), error=error or None, failures=failures))
         docs.extend(found)
         path.unlink()
     return docs, results
 
 
-def _load(path: Path, folder: Path, options: LoadOptions) -> list[Document | LoadFailure]:
-    return list(load_any(path, folder, options))
+def _unread(name: str, error: str) -> FileResult:
+    return FileResult(name=name, documents=0, error=error, failures=[JobError(id=name, error=error)])
+
+
+def _load(path: Path, folder: Path, options: LoadOptions, seen: SeenIds) -> list[Document | LoadFailure]:
+    return [seen.first(item, source) for source, item in load_sourced(path, folder, options)]
+
+
+def _named(failure: LoadFailure, path: Path, name: str) -> JobError:
+    """A failure where the client named it (``name``, ``name:line``), not in the upload folder."""
+    source = failure.source
+    where = name + source[len(str(path)) :] if source.startswith(str(path)) else source
+    return JobError(id=where, error=failure.reason)
 
 
 def _safe_name(name: str) -> str | None:
