@@ -6,6 +6,7 @@ Answers (rag_router/answer/flow.py: prompt compiler, LLM) are built on top of it
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import logging
 import time
@@ -25,7 +26,7 @@ from rag_router.metrics import Metrics
 from rag_router.search.features import extract
 from rag_router.search.filters import filters_to_json
 from rag_router.search.fuse import Fused, FusionName, Hit, fuse
-from rag_router.search.relax import retrieve_routed
+from rag_router.search.relax import Run, retrieve_routed
 from rag_router.search.retrieve import Retrieved
 from rag_router.search.route import Policy, Route, RouteName, plan
 
@@ -133,37 +134,16 @@ class Searcher:
             route = self.route(params)
             foreign, language_reason = self._language_weights(route)
             terms = self._analyzer.query_terms(params.query) if "lexical" in params.legs else []
-        legs, embedder_down = params.legs, ""
-        with _timer(timings, "embed"):
-            vector = await self._embed(params, deadline) if "dense" in legs else None
-        if "dense" in legs and vector is None:  # the embedder failed: the lexical leg still answers
-            if legs == ("dense",):
-                raise BackendUnavailable("the embedder is unavailable and only the dense leg was asked for")
-            legs = tuple(leg for leg in legs if leg != "dense")
-            embedder_down = "the embedder did not answer: lexical leg only"
-        # The legs stop early enough to leave the fetch of the kept hits its share (a fifth of
-        # what is left, at most 1 s): a tier that runs to the deadline must not cost the other
-        # tier's hits, which would otherwise arrive with no time left to fetch them.
-        left = max(deadline - time.monotonic(), 0.0)
-        legs_deadline = deadline - min(left / 5, 1.0)
-        query = SearchQuery(
-            text=params.query,
-            terms=terms,
-            vector=vector,
-            filters=route.filters,
-            k=params.depth or max(params.top_k, self._depth),
-            legs=legs,
-            payload=False,  # query, then fetch: only the fused top-k are hydrated
-        )
-        run = await retrieve_routed(
-            self._tiers, route, query, policy=self._policy, deadline=legs_deadline, trust_dense=not foreign
+        weights = {**self._weights, **route.weights, **foreign}
+        timings["embed"] = 0.0
+        run, embedder_down = await self._run(
+            params, route, terms, weights, deadline, timings, foreign=bool(foreign)
         )
         timings.update(run.retrieved.timings_ms)
         if embedder_down:
             run.reasons.append(embedder_down)
             run.retrieved.unavailable.append("embedder")
         with _timer(timings, "fuse"):
-            weights = {**self._weights, **route.weights, **foreign}
             fused = fuse(self._fusion, run.retrieved.legs, k=self._rrf_k, weights=weights, limit=params.top_k)
         run.reasons.extend(r for r in (language_reason, self._fusion_reason(run.retrieved, weights)) if r)
         with _timer(timings, "fetch"):
@@ -190,6 +170,92 @@ class Searcher:
             timings_ms=timings,
             unavailable=run.retrieved.unavailable,
             request_id=params.request_id,
+        )
+
+    async def _run(
+        self,
+        params: SearchParams,
+        route: Route,
+        terms: list[str],
+        weights: Mapping[str, float],
+        deadline: float,
+        timings: dict[str, float],
+        *,
+        foreign: bool,
+    ) -> tuple[Run, str]:
+        """The routed retrieval, and why the embedder is missing from it ("" when it is not).
+
+        A dense leg of weight 0 only fills in below every lexical hit (``fuse``): the query is
+        then embedded only when those are too few for ``top_k`` or the ladder had to relax (a
+        Chinese query to the English-only model: its embedding was most of its time). The
+        fused ranking is the same; the cascade's threshold reads the dense score, so it embeds."""
+        lazy = (
+            "dense" in params.legs
+            and "lexical" in params.legs
+            and weights.get("dense", 1.0) == 0
+            and (foreign or not route.cascade)
+        )
+        if not lazy:
+            query, down = await self._with_vector(
+                params, self._query(params, route, terms, params.legs), deadline, timings
+            )
+            return await self._retrieve(route, query, deadline, trust_dense=not foreign), down
+        lexical = tuple(leg for leg in params.legs if leg != "dense")
+        run = await self._retrieve(
+            route, self._query(params, route, terms, lexical), deadline, trust_dense=not foreign
+        )
+        if not run.relaxed and run.distinct >= params.top_k:
+            run.reasons.append("dense weight 0 and enough lexical hits: the query was not embedded")
+            return run, ""
+        query, down = await self._with_vector(
+            params, self._query(params, route, terms, params.legs), deadline, timings
+        )
+        if "dense" not in query.legs:  # the embedder failed: the lexical run stands
+            return run, down
+        return await self._retrieve(route, query, deadline, trust_dense=not foreign), down
+
+    def _query(
+        self, params: SearchParams, route: Route, terms: list[str], legs: tuple[Leg, ...]
+    ) -> SearchQuery:
+        return SearchQuery(
+            text=params.query,
+            terms=terms,
+            vector=None,
+            filters=route.filters,
+            k=params.depth or max(params.top_k, self._depth),
+            legs=legs,
+            payload=False,  # query, then fetch: only the fused top-k are hydrated
+        )
+
+    async def _with_vector(
+        self,
+        params: SearchParams,
+        query: SearchQuery,
+        deadline: float,
+        timings: dict[str, float],
+    ) -> tuple[SearchQuery, str]:
+        """``query`` with the dense leg's vector; without the dense leg, and why, when the
+        embedder failed (the lexical leg still answers)."""
+        legs = query.legs
+        if "dense" not in legs:
+            return query, ""
+        with _timer(timings, "embed"):
+            vector = await self._embed(params, deadline)
+        if vector is not None:
+            return dataclasses.replace(query, vector=vector), ""
+        if legs == ("dense",):
+            raise BackendUnavailable("the embedder is unavailable and only the dense leg was asked for")
+        lexical = tuple(leg for leg in legs if leg != "dense")
+        return dataclasses.replace(query, legs=lexical), "the embedder did not answer: lexical leg only"
+
+    async def _retrieve(self, route: Route, query: SearchQuery, deadline: float, *, trust_dense: bool) -> Run:
+        # The legs stop early enough to leave the fetch of the kept hits its share (a fifth of
+        # what is left, at most 1 s): a tier that runs to the deadline must not cost the other
+        # tier's hits, which would otherwise arrive with no time left to fetch them.
+        left = max(deadline - time.monotonic(), 0.0)
+        legs_deadline = deadline - min(left / 5, 1.0)
+        return await retrieve_routed(
+            self._tiers, route, query, policy=self._policy, deadline=legs_deadline, trust_dense=trust_dense
         )
 
     async def _embed(self, params: SearchParams, deadline: float) -> Vector | None:

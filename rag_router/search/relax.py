@@ -26,6 +26,12 @@ class Run:
     tiers: list[TierName]
     filters: Filters
     reasons: list[str]
+    relaxed: bool = False  # a step of the ladder was taken: the implied filters left too little
+
+    @property
+    def distinct(self) -> int:
+        """How many different chunks the legs found."""
+        return _distinct(self.retrieved)
 
 
 async def retrieve_routed(
@@ -58,7 +64,7 @@ async def retrieve_routed(
         wider = await retrieve(tiers, both, query, deadline=deadline)
         if _distinct(wider) >= enough:
             reason = f"{_distinct(run.retrieved)} hits in {'+'.join(run.tiers)}: widened to hot and cold"
-            return Run(wider, list(both), run.filters, [*run.reasons, reason])
+            return Run(wider, list(both), run.filters, [*run.reasons, reason], relaxed=True)
     implied = [k for k in query.filters.keywords if k not in route.relaxed.keywords]
     dropped: list[str] = []  # then drop the lesser implied filters, one more at a time
     for key in policy.relax_first:
@@ -70,11 +76,11 @@ async def retrieve_routed(
         found = await retrieve(tiers, both, dataclasses.replace(query, filters=narrower), deadline=deadline)
         if _distinct(found) >= enough:
             reason = f"nothing matched with {', '.join(dropped)}: dropped {', '.join(dropped)}"
-            return Run(found, list(both), narrower, [*run.reasons, reason])
+            return Run(found, list(both), narrower, [*run.reasons, reason], relaxed=True)
     relaxed = dataclasses.replace(query, filters=route.relaxed)
     retry = await retrieve(tiers, both, relaxed, deadline=deadline)
     reason = f"implied filters left {_distinct(run.retrieved)} hits: dropped them, searched hot and cold"
-    return Run(retry, list(both), route.relaxed, [*run.reasons, reason])
+    return Run(retry, list(both), route.relaxed, [*run.reasons, reason], relaxed=True)
 
 
 async def _fixed(

@@ -6,11 +6,15 @@ byte for byte. The documents are written for this test (two made-up laws sharing
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from indexers.embed.embedder import SentenceTransformerEmbedder
+from indexers.tiers.query import Filters
+from rag_router.search.flow import Searcher, SearchOutcome, SearchParams
+from rag_router.search.route import Policy
 from tests.conftest import loaded_app
 
 DOCS = [
@@ -84,3 +88,38 @@ def test_the_cascade_does_not_trust_an_embedder_that_cannot_read_the_query(clien
     assert r["route"]["tiers"] == ["hot", "cold"]
     assert "the embedder cannot judge this query" in r["route"]["reason"]
     assert r["hits"][0]["doc_id"] == "shifa-3" and r["hits"][0]["tier"] == "cold"
+
+
+def test_a_query_whose_dense_weight_is_0_is_embedded_only_to_fill_in(client: TestClient) -> None:
+    """The English-only model's dense leg has weight 0 for a Chinese query: it only fills in below
+    the lexical hits, so the query is embedded only when those are fewer than top_k."""
+    services = client.app.state.services  # type: ignore[attr-defined]
+    embedded: list[str] = []
+
+    class Counting:
+        async def embed_query(self, text: str) -> Any:
+            embedded.append(text)
+            return await services.embed_worker.embed_query(text)
+
+    searcher = Searcher(
+        embedder=Counting(),  # type: ignore[arg-type]
+        analyzer=services.analyzer,
+        tiers=services.tiers,
+        metrics=services.metrics,
+        policy=Policy.load(),
+        languages=frozenset({"en"}),
+    )
+
+    def search(query: str, top_k: int) -> SearchOutcome:
+        assert client.portal is not None  # the app's own event loop
+        params = SearchParams(query, top_k=top_k, route="both", filters=Filters("default"))
+        return client.portal.call(searcher.search, params)
+
+    few = search("样本数据", 1)  # lexical hits enough for top_k 1: no embedding
+    assert embedded == [] and few.hits[0].doc_id in {"yangben-1", "yangben-2"}
+    assert "the query was not embedded" in "; ".join(few.reasons)
+    many = search("样本数据", 6)  # fewer lexical hits than 6: the dense leg fills in
+    assert embedded == ["样本数据"] and len(many.hits) == 6
+    assert [h.doc_id for h in many.hits][:1] == [few.hits[0].doc_id]
+    search("protection of sample data", 1)  # a query the model reads is always embedded
+    assert embedded == ["样本数据", "protection of sample data"]
