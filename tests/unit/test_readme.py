@@ -186,3 +186,33 @@ def test_make_targets_and_bench_scripts_exist() -> None:
         scripts = [t for t in tokens if t.startswith("bench/") and t.endswith((".py", ".sh"))]
         for script in scripts:
             assert (ROOT / script).is_file(), f"`{line}`: no {script}"
+
+
+def repo_paths() -> set[str]:
+    """Paths into the checkout the README names (`prompts/constraints.yaml`, links): those under
+    one of its top-level folders, an example id such as `reports/2024/q1.pdf` aside."""
+    tops = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith((".venv", ".git"))}
+    named = inline_spans() + re.findall(r"\]\(([^)#]+)\)", README)
+    named += [t for b in blocks("bash", "sh") for line in logical_lines(b) for t in words(line)]
+    out = set()
+    for text in named:
+        for token in text.split():
+            token = token.strip("`'\",;:()")
+            if "/" in token and "*" not in token and token.split("/")[0] in tops:
+                out.update(expand(token))
+    return out
+
+
+def expand(path: str) -> list[str]:
+    """`indexers/{ingest,embed}/` → `indexers/ingest/`, `indexers/embed/` (one brace group)."""
+    brace = re.search(r"\{([^}]*)\}", path)
+    if brace is None:
+        return [path]
+    return [path[: brace.start()] + part + path[brace.end() :] for part in brace.group(1).split(",")]
+
+
+def test_paths_the_readme_names_exist() -> None:
+    paths = repo_paths()
+    assert {"data/sample", "docs/design.md", "indexers/tiers/", "prompts/constraints.yaml"} <= paths
+    missing = sorted(p for p in paths if not (ROOT / p).exists())
+    assert not missing, f"README names paths that are not in the checkout: {missing}"
