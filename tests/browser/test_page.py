@@ -27,6 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 KEY = "page-test-key"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
+HANDBOOK = (  # articles on their own lines, and an article of three lines
+    "第一条 员工应当遵守本手册。\n第二条 工时：\n（一）日八时；\n（二）周五天。\n第三条 年假十天。"
+)
 SHOTS = Path(os.environ.get("RAG_SCREENSHOTS", ROOT / "artifacts" / "screenshots"))
 
 
@@ -42,7 +45,7 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    # the cascade curve measured on SciFact (bench/results/bench-cascade.json), as bench/cascade_curve.py prints it
+    # the cascade curve measured on SciFact (bench/results/), as bench/cascade_curve.py prints it
     shutil.copy(ROOT / "bench" / "results" / "bench-cascade.json", data / "evals" / "cascade.json")
     port = free_port()
     with server(data, port, RAG_API_KEYS=json.dumps([KEY])):
@@ -51,6 +54,7 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             json.loads(line) for line in (ROOT / "data" / "sample" / "udhr.jsonl").read_text().splitlines()
         ]
         docs.append({"id": "notes/2026/harbour", "text": "Harbour dues rose in 2026.", "title": "Dues"})
+        docs.append({"id": "zh/员工手册.md", "title": "员工手册", "text": HANDBOOK})
         r = httpx.post(
             f"{url}/v1/documents",
             json={"documents": docs},
@@ -188,3 +192,174 @@ def test_the_page_is_not_in_the_api(base_url: str) -> None:
     page = httpx.get(base_url + "/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
     assert httpx.get(base_url + "/ui/nothing.js").status_code == 404
+
+
+def open_page(d: Any, base_url: str) -> None:
+    """The page, loaded with the key already in the tab (each test may run alone with -k)."""
+    d.get(base_url + "/")
+    d.execute_script("sessionStorage.setItem('rag-router-key', arguments[0])", KEY)
+    d.get(base_url + "/")
+
+
+def stored(base_url: str, **params: str) -> dict[str, Any]:
+    r = httpx.get(f"{base_url}/v1/documents", params=params, headers={"Authorization": f"Bearer {KEY}"})
+    assert r.status_code == 200, r.text
+    page: dict[str, Any] = r.json()
+    return page
+
+
+def ask(d: Any, question: str, route: str = "auto") -> None:
+    from selenium.webdriver.support.ui import Select
+
+    q = by_id(d, "q")
+    q.clear()
+    q.send_keys(question)
+    Select(by_id(d, "route")).select_by_visible_text(route)
+    by_id(d, "ask-button").click()
+    wait(d, lambda _: by_id(d, "answer-mode").text not in ("", "…"))
+
+
+def test_the_landing_page_says_what_to_do(base_url: str, browser: Any) -> None:
+    d = browser
+    open_page(d, base_url)
+    total = stored(base_url)["total"]
+    wait(d, lambda _: "stored" in by_id(d, "intro-count").text)
+    assert by_id(d, "intro-count").text.startswith(f"{total} documents stored")
+    assert not by_id(d, "results").is_displayed()  # no empty panels before the first question
+    assert "rag-router ingest" in by_id(d, "intro").text
+    d.save_screenshot(str(SHOTS / "7-landing.png"))
+    samples = d.find_elements("css selector", "#intro .sample")
+    assert len(samples) == 3
+    question = samples[0].text
+    samples[0].click()  # a sample question is asked as it is
+    wait(d, lambda _: by_id(d, "answer-mode").text not in ("", "…"))
+    assert by_id(d, "q").get_attribute("value") == question
+    assert by_id(d, "results").is_displayed() and not by_id(d, "intro").is_displayed()
+    assert "slavery" in by_id(d, "answer").text.lower()
+
+
+def test_the_stored_documents_are_listed_searched_and_opened(base_url: str, browser: Any) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    d = browser
+    open_page(d, base_url)
+    by_id(d, "tab-docs").click()
+    total = stored(base_url)["total"]
+    assert total > 25  # more than one page of the list
+    wait(d, lambda _: f"25 of {total} documents" in by_id(d, "list-status").text)
+
+    def rows() -> list[Any]:
+        found: list[Any] = d.find_elements("css selector", "#doc-list .doc-row")
+        return found
+
+    assert len(rows()) == 25
+    by_id(d, "list-more").click()  # the next page follows the cursor: none repeated, none skipped
+    wait(d, lambda _: len(rows()) == min(total, 50))
+    ids = [r.get_attribute("data-id") for r in rows()]
+    assert len(set(ids)) == len(ids) and ids == sorted(ids, key=lambda i: i.encode())
+    assert by_id(d, "list-more").is_displayed() == (total > 50)
+    d.save_screenshot(str(SHOTS / "8-list.png"))
+
+    prefix = "Universal Declaration of Human Rights, Article 1"  # Article 1 and 10-19
+    by_id(d, "list-q").send_keys(prefix)
+    by_id(d, "list-find").click()
+    wanted = stored(base_url, title_prefix=prefix)["total"]
+    assert wanted == 11
+    wait(d, lambda _: f"{wanted} of {wanted} documents" in by_id(d, "list-status").text)
+    assert all(r.text.startswith(prefix) for r in rows()) and len(rows()) == wanted
+
+    Select(by_id(d, "list-tier")).select_by_visible_text("cold")  # the tier filter narrows it
+    cold = stored(base_url, title_prefix=prefix, tier="cold")["total"]
+    which = f"title starting with “{prefix}”, in cold"
+    shown = f"{min(cold, 25)} of {cold} document{'s' if cold > 1 else ''} ({which})"
+    wait(
+        d,
+        lambda _: by_id(d, "list-status").text == (shown if cold else f"No document with a {which}."),
+    )
+    assert all("cold" in r.text for r in rows())
+    Select(by_id(d, "list-tier")).select_by_visible_text("any")
+
+    box = by_id(d, "list-q")  # an exact id is found too, and a row opens its document
+    box.clear()
+    box.send_keys("notes/2026/harbour")
+    by_id(d, "list-find").click()
+    wait(d, lambda _: by_id(d, "list-status").text.startswith("“notes/2026/harbour” is a document id."))
+    row = next(r for r in rows() if r.get_attribute("data-id") == "notes/2026/harbour")
+    assert "exact id" in row.text
+    row.click()
+    wait(d, lambda _: "notes/2026/harbour: 1 chunk" in by_id(d, "doc-status").text)
+    assert "Harbour dues rose" in by_id(d, "doc-view").text
+
+
+def test_line_breaks_are_kept_in_documents_and_hits(base_url: str, browser: Any) -> None:
+    d = browser
+    open_page(d, base_url)
+    by_id(d, "tab-docs").click()
+    by_id(d, "list-q").send_keys("员工")
+    by_id(d, "list-find").click()
+    handbook = '#doc-list .doc-row[data-id="zh/员工手册.md"]'
+    row = wait(d, lambda _: d.find_elements("css selector", handbook))[0]
+    row.click()
+    view = by_id(d, "doc-view")
+    wait(d, lambda _: "第一条" in view.text)
+    assert "本手册。\n第二条" in view.text and "五天。\n第三条" in view.text  # not run into one paragraph
+    d.save_screenshot(str(SHOTS / "9-line-breaks.png"))
+    by_id(d, "tab-ask").click()
+    ask(d, "员工手册第二条规定了什么？")
+    hit = wait(d, lambda _: [h for h in d.find_elements("css selector", "#hits li") if "员工手册" in h.text])[
+        0
+    ]
+    assert "工时：\n（一）日八时；\n（二）" in hit.find_element("css selector", "p.text").text
+
+
+def test_the_timing_bar_stays_in_its_box_and_metadata_is_the_users(base_url: str, browser: Any) -> None:
+    d = browser
+    open_page(d, base_url)
+    ask(d, "Can I be held in slavery?", route="both")  # hot and cold searched in parallel
+    wait(d, lambda _: d.find_elements("css selector", "#timings .seg"))
+    lanes = d.execute_script(
+        "return [...document.querySelectorAll('#timings .lane')].map(l => {"
+        " const t = l.querySelector('.track').getBoundingClientRect();"
+        " const s = l.querySelector('.seg').getBoundingClientRect(), n = l.querySelector('.lane-name');"
+        " return {name: n.textContent, cut: n.scrollWidth > n.clientWidth, left: s.left - t.left,"
+        " right: t.right - s.right, width: s.width, title: l.title}; })"
+    )
+    names = [lane["name"] for lane in lanes]
+    assert {"hot", "cold", "fuse"} <= set(names), names  # whole stage names, not "f" or "e"
+    for lane in lanes:
+        assert not lane["cut"] and lane["left"] >= -0.5 and lane["right"] >= -0.5 and lane["width"] > 0, lane
+        assert lane["title"].startswith(lane["name"] + ":") and " ms" in lane["title"]
+    box = d.execute_script(
+        "const b = document.getElementById('timings'); return [b.scrollWidth, b.clientWidth];"
+    )
+    assert box[0] <= box[1]
+    assert "in parallel" in by_id(d, "timings").text
+    d.save_screenshot(str(SHOTS / "10-timings.png"))
+
+    shown = d.execute_script(
+        "return [...document.querySelectorAll('#hits details pre')].map(p => p.textContent).join('\\n')"
+    )
+    assert '"law": "UDHR"' in shown  # the user's own metadata stays
+    assert "char_start" not in shown and "doc_hash" not in shown
+
+
+def test_a_narrow_screen_keeps_everything_inside(base_url: str, browser: Any) -> None:
+    d = browser
+    d.set_window_size(375, 800)
+    try:
+        open_page(d, base_url)
+        wait(d, lambda _: "stored" in by_id(d, "intro-count").text)
+        width = "return [document.documentElement.scrollWidth, window.innerWidth];"
+        d.save_screenshot(str(SHOTS / "11-narrow-landing.png"))
+        assert d.execute_script(width)[0] <= d.execute_script(width)[1]
+        ask(d, "What does Article 17 say?", route="both")
+        d.save_screenshot(str(SHOTS / "12-narrow-ask.png"))
+        assert d.execute_script(width)[0] <= d.execute_script(width)[1]
+        by_id(d, "tab-docs").click()
+        wait(d, lambda _: "of" in by_id(d, "list-status").text)
+        d.find_elements("css selector", "#doc-list .doc-row")[0].click()
+        wait(d, lambda _: "chunk" in by_id(d, "doc-status").text)
+        d.save_screenshot(str(SHOTS / "13-narrow-documents.png"))
+        assert d.execute_script(width)[0] <= d.execute_script(width)[1]
+    finally:
+        d.set_window_size(1366, 900)

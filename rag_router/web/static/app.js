@@ -30,6 +30,7 @@ $("key-form").addEventListener("submit", (e) => {
   $("key-input").value = "";
   $("key-form").hidden = true;
   $("q").focus();
+  loadIntro();
 });
 $("key-button").addEventListener("click", askKey);
 (async () => {  // does this server ask for keys?
@@ -47,6 +48,7 @@ function show(tab) {
     $(t.getAttribute("aria-controls")).hidden = !on;
   }
   if (tab.id === "tab-eval") loadEval();
+  if (tab.id === "tab-docs") loadList();
 }
 tabs.forEach((t, i) => {
   t.addEventListener("click", () => show(t));
@@ -100,6 +102,7 @@ $("ask-form").addEventListener("submit", async (e) => {
     try { body.filters = JSON.parse($("filters").value); }
     catch (x) { err.textContent = `Filters are not JSON: ${x.message}`; err.hidden = false; return; }
   }
+  $("intro").hidden = true; $("results").hidden = false;
   $("answer").textContent = ""; $("answer-mode").textContent = "…"; $("passage").hidden = true;
   $("hits").replaceChildren(); $("route-facts").replaceChildren(); $("timings").replaceChildren();
   $("query-marked").replaceChildren(query);
@@ -140,7 +143,7 @@ function openSource(n) {
   const h = hits[n - 1];
   const p = $("passage");
   if (!h) return;
-  p.replaceChildren(el("h3", {}, `[${n}] ${h.title || h.doc_id}`), el("p", { class: "meta" }, `${h.doc_id} · ${h.tier}`), el("p", {}, h.text));
+  p.replaceChildren(el("h3", {}, `[${n}] ${h.title || h.doc_id}`), el("p", { class: "meta" }, `${h.doc_id} · ${h.tier}`), el("p", { class: "text" }, h.text));
   p.hidden = false;
   p.focus();
 }
@@ -180,28 +183,77 @@ function showRoute(query, route) {
   );
 }
 
-function showTimings(t) {
+// Stages in the order the search runs them; hot and cold are lanes of one step: side by side
+// when both tiers are searched at once, one after the other in the cascade (hot, then cold).
+const BEFORE_TIERS = ["features", "embed"], TIERS = ["hot", "cold"];
+
+function timeline(t) {  // [{stage, start, ms}], and the scale that holds them all
+  const tiers = TIERS.filter((k) => k in t), rest = Object.keys(t).filter((k) => k !== "total" && !tiers.includes(k));
+  const rows = [];
+  let at = 0;
+  for (const s of rest.filter((k) => BEFORE_TIERS.includes(k))) { rows.push({ stage: s, start: at, ms: t[s] }); at += t[s]; }
+  const spent = rest.reduce((a, k) => a + t[k], 0), sum = tiers.reduce((a, k) => a + t[k], 0);
+  const longest = Math.max(0, ...tiers.map((k) => t[k])), window = (t.total ?? spent + sum) - spent;
+  // the response does not say which: the one that fits the total better
+  const serial = tiers.length > 1 && Math.abs(window - sum) < Math.abs(window - longest);
+  let lane = at;
+  for (const s of tiers) { rows.push({ stage: s, start: serial ? lane : at, ms: t[s] }); lane += t[s]; }
+  at = serial ? lane : at + longest;
+  for (const s of rest.filter((k) => !BEFORE_TIERS.includes(k))) { rows.push({ stage: s, start: at, ms: t[s] }); at += t[s]; }
+  const how = tiers.length < 2 ? "" : serial ? " · cold after hot (cascade)" : " · hot and cold in parallel";
+  return { rows, scale: Math.max(t.total || 0, at) || 1, how };
+}
+
+function showTimings(t) {  // one lane per stage, all on one time scale: never wider than the box
   const bar = $("timings");
   bar.replaceChildren();
   if (!t) return;
-  const total = t.total || Object.values(t).reduce((a, b) => a + b, 0) || 1;
-  for (const [stage, ms] of Object.entries(t)) {
-    if (stage === "total") continue;
-    const w = Math.max(0.5, (100 * ms) / total);
-    bar.append(el("span", { style: `width:${w}%`, title: `${stage}: ${ms.toFixed(1)} ms` }, stage));
+  const { rows, scale, how } = timeline(t);
+  for (const { stage, start, ms } of rows) {
+    const w = Math.min(100, Math.max(0.5, (100 * ms) / scale)), left = Math.min(100 - w, (100 * start) / scale);
+    const tip = `${stage}: ${ms.toFixed(1)} ms, from ${start.toFixed(1)} ms`;
+    bar.append(el("div", { class: "lane", title: tip },
+      el("span", { class: "lane-name" }, stage),
+      el("span", { class: "track" }, el("span", { class: `seg ${stage}`, style: `left:${left}%;width:${w}%` })),
+      el("span", { class: "lane-ms" }, `${ms.toFixed(1)} ms`)));
   }
-  bar.append(el("small", {}, ` total ${total.toFixed(1)} ms`));
+  bar.append(el("small", { class: "lane-total" }, `total ${(t.total ?? scale).toFixed(1)} ms${how}`));
 }
+
+// What ingestion adds to every chunk (indexers/records.py SYSTEM_METADATA): not the user's.
+const INTERNAL = new Set(["char_start", "doc_hash"]);
+const userMeta = (m) => Object.fromEntries(Object.entries(m || {}).filter(([k]) => !INTERNAL.has(k)));
 
 function showHits(list) {
   hits = list || [];
-  $("hits").replaceChildren(...hits.map((h, i) => el("li", { id: `hit-${i + 1}` },
-    el("div", { class: "hit-head" }, el("strong", {}, h.title || h.doc_id), ` ${h.doc_id} `, el("span", { class: `tier ${h.tier}` }, h.tier), ` score ${h.score.toFixed(3)}`),
-    el("div", { class: "legs" }, Object.entries(h.legs || {}).map(([leg, s]) => `${leg} #${s.rank} (${s.score.toFixed(3)})`).join(" · ")),
-    el("p", {}, h.text),
-    el("details", {}, el("summary", {}, "metadata"), el("pre", {}, JSON.stringify(h.metadata, null, 1))),
-  )));
+  $("hits").replaceChildren(...hits.map((h, i) => {
+    const meta = userMeta(h.metadata);
+    return el("li", { id: `hit-${i + 1}` },
+      el("div", { class: "hit-head" }, el("strong", {}, h.title || h.doc_id), ` ${h.doc_id} `, el("span", { class: `tier ${h.tier}` }, h.tier), ` score ${h.score.toFixed(3)}`),
+      el("div", { class: "legs" }, Object.entries(h.legs || {}).map(([leg, s]) => `${leg} #${s.rank} (${s.score.toFixed(3)})`).join(" · ")),
+      el("p", { class: "text" }, h.text),
+      Object.keys(meta).length ? el("details", {}, el("summary", {}, "metadata"), el("pre", {}, JSON.stringify(meta, null, 1))) : "",
+    );
+  }));
 }
+
+// --- the landing hint: what to do, and how much is stored ---------------------------------------
+async function loadIntro() {
+  const count = $("intro-count");
+  try {
+    const r = await api("GET", "/v1/documents?limit=1");
+    if (!r.ok) throw new Error(await failure(r));
+    const { total } = await r.json();
+    count.textContent = total
+      ? `${total} document${total === 1 ? "" : "s"} stored. Ask a question above, in English or Chinese; each [n] in the answer opens its source.`
+      : "Nothing is stored yet: add documents first (below), then ask.";
+    $("intro-try").hidden = !total;
+  } catch (x) { count.textContent = `Could not count the documents: ${x.message}`; }
+}
+for (const b of document.querySelectorAll("#intro .sample")) {
+  b.addEventListener("click", () => { $("q").value = b.textContent; $("ask-form").requestSubmit(); });
+}
+loadIntro();
 
 // --- Documents -----------------------------------------------------------------------------------
 $("upload-form").addEventListener("submit", async (e) => {
@@ -227,6 +279,7 @@ $("upload-form").addEventListener("submit", async (e) => {
       if (event === "done") {
         bar.value = 1;
         $("file-results").append(...(j.errors || []).map((x) => el("li", { class: "error" }, `${x.id}: ${x.error}`)));
+        loadList();
         break;
       }
     }
@@ -235,17 +288,22 @@ $("upload-form").addEventListener("submit", async (e) => {
 
 const docPath = (id) => "/v1/documents/" + id.split("/").map(encodeURIComponent).join("/");
 
-$("doc-form").addEventListener("submit", async (e) => {
-  e.preventDefault();
-  const id = $("doc-id").value.trim(), view = $("doc-view"), status = $("doc-status");
+async function openDoc(id) {
+  const view = $("doc-view"), status = $("doc-status");
   view.hidden = true; $("doc-delete").disabled = true;
+  $("doc-id").value = id;
   const r = await api("GET", docPath(id));
   if (!r.ok) { status.textContent = await failure(r); return; }
   const d = await r.json();
+  const meta = userMeta(d.metadata);
   status.textContent = `${d.id}: ${d.chunks.length} chunk(s) in ${d.tiers.join(", ")}`;
-  view.replaceChildren(el("h3", {}, d.title || d.id), el("pre", { class: "meta" }, JSON.stringify(d.metadata)), el("p", {}, d.text || ""));
+  view.replaceChildren(el("h3", {}, d.title || d.id),
+    Object.keys(meta).length ? el("pre", { class: "meta" }, JSON.stringify(meta)) : "",
+    el("div", { class: "text" }, d.text || ""));
   view.hidden = false; $("doc-delete").disabled = false;
-});
+}
+
+$("doc-form").addEventListener("submit", (e) => { e.preventDefault(); openDoc($("doc-id").value.trim()); });
 
 $("doc-delete").addEventListener("click", async () => {
   const id = $("doc-id").value.trim();
@@ -253,10 +311,62 @@ $("doc-delete").addEventListener("click", async () => {
   const r = await api("DELETE", docPath(id));
   $("doc-status").textContent = r.ok ? `deleted ${id}: ${(await r.json()).deleted_chunks} chunk(s)` : await failure(r);
   $("doc-view").hidden = true; $("doc-delete").disabled = true;
+  loadList();
 });
+
+// --- the stored documents: GET /v1/documents, a page at a time (the cursor), filtered ------------
+const LIST_PAGE = 25;
+const listed = { cursor: null, shown: 0, asked: 0 };  // asked: only the latest request's answer is shown
+
+function docRow(d, exact = false) {
+  const facts = [d.id, `${d.chunks} chunk${d.chunks === 1 ? "" : "s"}`, d.date].filter(Boolean).join(" · ");
+  return el("li", {}, el("button", { type: "button", class: "doc-row", "data-id": d.id, onclick: () => { openDoc(d.id); $("doc-form").scrollIntoView(); } },
+    el("strong", {}, d.title || d.id), exact ? el("small", { class: "exact" }, " exact id") : "",
+    el("span", { class: "meta" }, `${facts} `, ...d.tiers.map((t) => el("span", { class: `tier ${t}` }, t)))));
+}
+
+async function exactId(q) {  // the box also takes a document id: that one first, when it exists
+  if (!q) return null;
+  const r = await api("GET", docPath(q));
+  if (!r.ok) return null;
+  const d = await r.json();
+  return { id: d.id, title: d.title, tiers: d.tiers, chunks: d.chunks.length, date: d.metadata.date || null };
+}
+
+async function loadList(more = false) {
+  const q = $("list-q").value.trim(), tier = $("list-tier").value, status = $("list-status");
+  const params = new URLSearchParams({ limit: LIST_PAGE });
+  if (q) params.set("title_prefix", q);
+  if (tier) params.set("tier", tier);
+  if (more && listed.cursor) params.set("cursor", listed.cursor);
+  const asked = ++listed.asked;
+  try {
+    const [r, exact] = await Promise.all([api("GET", `/v1/documents?${params}`), more ? null : exactId(q)]);
+    if (!r.ok) throw new Error(await failure(r));
+    const page = await r.json();
+    if (asked !== listed.asked) return;  // a newer search (or page) was asked meanwhile
+    const rows = page.documents.map((d) => docRow(d));
+    const extra = exact && !page.documents.some((d) => d.id === exact.id) && (!tier || exact.tiers.includes(tier));
+    if (extra) rows.unshift(docRow(exact, true));
+    if (more) $("doc-list").append(...rows); else $("doc-list").replaceChildren(...rows);
+    listed.cursor = page.next_cursor;
+    listed.shown = (more ? listed.shown : 0) + page.documents.length;
+    $("list-more").hidden = !page.next_cursor;
+    const which = [q && `title starting with “${q}”`, tier && `in ${tier}`].filter(Boolean).join(", ");
+    const found = page.total
+      ? `${listed.shown} of ${page.total} document${page.total === 1 ? "" : "s"}${which ? ` (${which})` : ""}`
+      : which ? `No document with a ${which}.` : "Nothing stored yet: upload files above.";
+    status.textContent = (extra ? `“${q}” is a document id. ` : "") + found;
+  } catch (x) { if (asked === listed.asked) status.textContent = x.message; }
+}
+
+$("list-form").addEventListener("submit", (e) => { e.preventDefault(); loadList(); });
+$("list-tier").addEventListener("change", () => loadList());
+$("list-more").addEventListener("click", () => loadList(true));
 
 // --- Evaluate ------------------------------------------------------------------------------------
 const METRICS = ["ndcg@10", "recall@100", "mrr@10", "success@1", "latency_ms_p50", "latency_ms_p99", "queries"];
+const ANSWER_METRICS = ["gold@answer", "gold@lead", "cite@gold", "abst@ooc", "false_abst", "median_chars", "queries"];
 
 async function loadEval() {
   const r = await fetch("/ui/evals.json", { headers: headers() });
@@ -264,9 +374,10 @@ async function loadEval() {
   $("eval-status").textContent = reports.evals.length ? "" : "No evaluation yet: run `rag-router eval DATASET_DIR` on this data dir.";
   $("eval-tables").replaceChildren(...reports.evals.map((rep) => {
     const rows = [["all", rep], ...Object.entries(rep.by_kind || {})];
-    return el("table", {}, el("caption", {}, `${rep.dataset} · route ${rep.route} · ${rep.when}`),
-      el("tr", {}, el("th", {}, "kind"), ...METRICS.map((m) => el("th", {}, m))),
-      ...rows.map(([name, v]) => el("tr", {}, el("th", {}, name), ...METRICS.map((m) => el("td", {}, fmt(v[m]))))));
+    const metrics = "gold@lead" in rep ? ANSWER_METRICS : METRICS;  // an answer report (eval --answers)
+    return el("table", {}, el("caption", {}, `${rep.dataset} · ${rep.legs === "answers" ? "answers" : "route " + rep.route} · ${rep.when}`),
+      el("tr", {}, el("th", {}, "kind"), ...metrics.map((m) => el("th", {}, m))),
+      ...rows.map(([name, v]) => el("tr", {}, el("th", {}, name), ...metrics.map((m) => el("td", {}, fmt(v[m]))))));
   }));
   $("eval-plot").replaceChildren(reports.cascade ? plot(reports.cascade) : "");
 }
