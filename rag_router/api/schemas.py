@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.config import JsonDict
 
 from indexers.ingest.ledger import JobState
@@ -115,7 +115,7 @@ class SearchResponse(BaseModel):
 
 class DocumentIn(Strict):
     id: str | None = Field(None, min_length=1, max_length=512, description="defaults to a content hash")
-    text: str = Field(..., description="the document's text", json_schema_extra=NOT_BLANK)
+    text: str = Field(..., description="the document's text (may be empty when the document has a title)")
     title: str | None = Field(None, max_length=2048)
     metadata: dict[str, Any] = Field(
         default_factory=dict, description='e.g. {"date": "2024-05-01", "tags": ["x"]}'
@@ -139,12 +139,12 @@ class DocumentIn(Strict):
             raise ValueError(f"metadata.date must be an ISO date (YYYY-MM-DD), got {date!r}")
         return value
 
-    @field_validator("text")
-    @classmethod
-    def _has_text(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("text must not be empty")
-        return value
+    @model_validator(mode="after")
+    def _has_text(self) -> DocumentIn:
+        """A title alone is searchable (it is embedded and indexed); a document with neither is nothing."""
+        if not self.text.strip() and not (self.title or "").strip():
+            raise ValueError("a document needs a text or a title")
+        return self
 
 
 class DocumentsRequest(Strict):
