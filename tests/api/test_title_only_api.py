@@ -20,7 +20,9 @@ OTHERS = [
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder) -> Iterator[TestClient]:
+def client(
+    tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder
+) -> Iterator[TestClient]:
     settings = Settings(data_dir=tmp_path_factory.mktemp("title-only"))
     with TestClient(create_app(settings, embedder=embedder)) as c:
         yield c
@@ -31,8 +33,9 @@ def test_a_title_only_document_is_stored_and_found_by_its_title(client: TestClie
     doc = {"id": f"cran-{tier}", "title": TITLE, "text": ""}
     stored = client.post("/v1/documents", json={"documents": [doc, *OTHERS], "tier": tier})
     assert stored.status_code == 200, stored.text
-    assert [r["status"] for r in stored.json()["results"]][0] == "created"
-    hits = client.post("/v1/search", json={"query": "hypersonic heating of blunt bodies", "route": tier}).json()["hits"]
+    assert stored.json()["results"][0]["status"] == "created"
+    query = {"query": "hypersonic heating of blunt bodies", "route": tier}
+    hits = client.post("/v1/search", json=query).json()["hits"]
     assert hits[0]["doc_id"] == f"cran-{tier}"
     got = client.get(f"/v1/documents/cran-{tier}").json()
     assert got["title"] == TITLE
