@@ -51,7 +51,7 @@ async def add_documents(body: DocumentsRequest, svc: Svc, tenant: Tenant) -> Doc
 
 
 @router.get("/v1/documents", response_model=DocumentList, responses=ERROR_RESPONSES)
-async def list_stored(
+async def list_documents(
     svc: Svc,
     tenant: Tenant,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="documents per page")] = 50,
