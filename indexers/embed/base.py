@@ -9,7 +9,9 @@ reaches ``passes.py`` to offer its faster loader, so neither may import the othe
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,10 +20,15 @@ from indexers.embed.tokens import Tokenizers, token_batches, word_ids
 from indexers.embed.wordpiece import WordIds
 from indexers.records import Vector
 
+# What a Linux host with a GPU torch could use shows: NVIDIA's driver, WSL2's GPU, ROCm's device.
+GPU_DEVICE_FILES = ("/proc/driver/nvidia", "/dev/dxg", "/dev/kfd")
+
 
 def resolve_device(device: str) -> str:
     if device != "auto":
         return device
+    if sys.platform == "linux" and not any(Path(f).exists() for f in GPU_DEVICE_FILES):
+        return "cpu"  # no GPU driver: no torch import (~2 s of a CLI query) to find that out
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"

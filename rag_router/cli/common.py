@@ -143,6 +143,10 @@ def api(settings: Settings, url: str | None = None) -> Iterator[Client]:
         headers["Authorization"] = f"Bearer {key}"
     elif settings.api_keys or settings.api_keys_file:
         fail("the server's keys are hashed: set RAG_API_KEY to the key of the tenant to act as")
+    # One command, one caller: a single query-lane session (a server runs 2 + 1 for concurrent
+    # clients, each a copy of the model loaded again: about a second apiece on 2 busy cores).
+    embedding = settings.embedding.model_copy(update={"query_workers": 1})
+    settings = settings.model_copy(update={"embedding": embedding})
     with ExitStack() as stack:
         try:  # entering runs the app's startup: the store is opened here
             http = stack.enter_context(TestClient(create_app(settings), headers=headers))

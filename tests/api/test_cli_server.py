@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -134,3 +135,18 @@ def test_a_url_that_answers_nothing_is_one_clear_line(env: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     result = runner.invoke(app, ["query", "x", "--url", url])
     assert result.exit_code == 2 and f"no rag-router answers at {url}" in " ".join(result.output.split())
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_server_and_removes_serve_json(env: Path) -> None:
+    """What systemd, docker stop and kill send: the server shuts down and says it no longer holds
+    the data dir (SIGINT always did; SIGTERM left serve.json behind)."""
+    port = free_port()
+    with server(env / "data", port, RAG_LOG_LEVEL="INFO") as proc:
+        assert (env / "data" / "serve.json").exists()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    assert not (env / "data" / "serve.json").exists()
+    log = (env / "server.log").read_text()
+    assert "rag-router ready at http://127.0.0.1:" in log  # once the port was bound
+    assert "predates index.json" not in log  # a new data dir is no older index

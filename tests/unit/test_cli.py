@@ -80,7 +80,7 @@ def test_eval_json_on_a_beir_folder(env: Path, monkeypatch: pytest.MonkeyPatch) 
 def test_retier_moves_what_aged_out(env: Path) -> None:
     assert runner.invoke(app, ["ingest", str(SAMPLE), "--tier", "hot"]).exit_code == 0  # 1948 forced hot
     dry = runner.invoke(app, ["retier", "--dry-run"])
-    assert dry.exit_code == 0 and "30 documents past the hot window; would move 30" in dry.output
+    assert dry.exit_code == 0 and "30 documents past the hot window; would move 30" in dry.stdout
     moved = runner.invoke(app, ["retier"])
     assert moved.exit_code == 0 and "moved 30" in moved.output, moved.output
     again = runner.invoke(app, ["retier"])
@@ -111,3 +111,14 @@ def test_commands_print_their_report_without_info_lines(env: Path, monkeypatch: 
     assert runner.invoke(app, ["ingest", str(SAMPLE / "rag-router-notes.jsonl")]).exit_code == 0
     result = runner.invoke(app, ["query", "hot and cold tiers", "--explain"])
     assert result.exit_code == 0 and " INFO " not in result.output, result.output
+
+
+@pytest.mark.slow
+def test_a_query_on_an_empty_index_says_so(env: Path) -> None:
+    notes = SAMPLE / "rag-router-notes.jsonl"
+    assert runner.invoke(app, ["ingest", str(notes)]).exit_code == 0
+    for line in notes.read_text().splitlines():  # every document deleted: an index, empty
+        assert runner.invoke(app, ["documents", "delete", json.loads(line)["id"]]).exit_code == 0
+    result = runner.invoke(app, ["query", "hot and cold tiers"])
+    assert result.exit_code == 0 and "[1]" not in result.stdout
+    assert f"the index at {(env / 'data').resolve()} is empty" in " ".join(result.stderr.split())

@@ -88,3 +88,33 @@ def test_importing_the_cli_loads_no_engine_model_or_web_app() -> None:
     code = f"import sys, rag_router.cli; print(' '.join(m for m in {heavy!r} if m in sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == ""
+
+
+def test_auto_device_without_a_gpu_driver_is_cpu_without_torch() -> None:
+    code = (
+        "import sys, indexers.embed.base as b; b.GPU_DEVICE_FILES = ('/nonexistent/gpu',); "
+        "print(b.resolve_device('auto'), 'torch' in sys.modules)"
+    )
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.split() == ["cpu", "False"]
+
+
+def test_a_command_in_process_opens_one_query_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CLI process has one caller: not the server's 2 + 1 query-lane copies of the model."""
+    import rag_router.api.app as api_app
+
+    (tmp_path / "index.json").write_text("{}")
+    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("RAG_URL", raising=False)
+    built = []
+
+    def create_app(settings: object, **_: object) -> object:
+        built.append(settings)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(api_app, "create_app", create_app)
+    result = runner.invoke(app, ["query", "anything"])
+    assert isinstance(result.exception, RuntimeError) and len(built) == 1
+    assert built[0].embedding.query_workers == 1  # type: ignore[attr-defined]
