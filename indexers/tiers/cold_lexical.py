@@ -95,16 +95,32 @@ class LexicalIndex:
         yield tantivy.Query.term_query(schema, "tenant", filters.tenant)
         for group in filters.keyword_terms():
             yield tantivy.Query.term_set_query(schema, "kw", group)
-        for field, r, bounds in (("year", filters.year, int_bounds), ("day", filters.date, day_bounds)):
+        for name, field, r, bounds in (
+            ("year", "year", filters.year, int_bounds),
+            ("date", "day", filters.date, day_bounds),
+        ):
             if r is None:
                 continue
             lo, hi = bounds(r)
-            yield tantivy.Query.range_query(
+            inside = tantivy.Query.range_query(
                 schema,
                 field,
                 tantivy.FieldType.Integer,
                 lo if lo is not None else -(2**62),
                 hi if hi is not None else 2**62,
+            )
+            if not filters.soft(name):
+                yield inside
+                continue
+            # in range, or no value at all (exists_query reads the fast field)
+            missing = tantivy.Query.boolean_query(
+                [
+                    (tantivy.Occur.Must, tantivy.Query.all_query()),
+                    (tantivy.Occur.MustNot, tantivy.Query.exists_query(field)),
+                ]
+            )
+            yield tantivy.Query.boolean_query(
+                [(tantivy.Occur.Should, inside), (tantivy.Occur.Should, missing)]
             )
 
     def close(self) -> None:

@@ -117,20 +117,22 @@ def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
     """Filters → an SQL condition on ``chunks`` (the FAISS ID selector's source)."""
     sql: list[str] = ["tenant = ?"]
     args: list[Any] = [filters.tenant]
-    for column, r, bounds in (
-        ("year", filters.year, int_bounds),
-        ("day", filters.date, day_bounds),
+    for name, column, r, bounds in (
+        ("year", "year", filters.year, int_bounds),
+        ("date", "day", filters.date, day_bounds),
     ):
         if r is None:
             continue
         lo, hi = bounds(r)
-        sql.append(f"{column} IS NOT NULL")
+        inside = [f"{column} IS NOT NULL"]
         if lo is not None:
-            sql.append(f"{column} >= ?")
+            inside.append(f"{column} >= ?")
             args.append(lo)
         if hi is not None:
-            sql.append(f"{column} <= ?")
+            inside.append(f"{column} <= ?")
             args.append(hi)
+        within = " AND ".join(inside)
+        sql.append(f"({within} OR {column} IS NULL)" if filters.soft(name) else within)
     for group in filters.keyword_terms():
         marks = ",".join("?" * len(group))
         sql.append(f"seq IN (SELECT seq FROM chunk_kw WHERE kw IN ({marks}))")

@@ -178,20 +178,24 @@ def tenant_filter(tenant: str, doc_ids: Sequence[str] | None = None) -> qe.Filte
 
 
 def _spell(conds: list[Condition]) -> qe.Filter:
-    must: list[qe.FieldCondition] = []
+    must: list[qe.FieldCondition | qe.Filter] = []
     for c in conds:
-        if c.numbers is not None:
-            r = c.numbers
-            must.append(
-                qe.FieldCondition(key=c.key, range=qe.RangeFloat(gte=r.gte, lte=r.lte, gt=r.gt, lt=r.lt))
-            )
-        elif c.dates is not None:
-            gte, lte, gt, lt = c.dates
-            must.append(qe.FieldCondition(key=c.key, range=qe.RangeDateTime(gte=gte, lte=lte, gt=gt, lt=lt)))
-        else:
-            match = qe.MatchValue(c.value) if c.value is not None else qe.MatchAny(list(c.any))
-            must.append(qe.FieldCondition(key=c.key, match=match))
+        cond = _spell_one(c)
+        # "in range, or no such field": a nested should (Qdrant's is_empty is true for a
+        # missing key, the only way a payload lacks year/date here)
+        must.append(qe.Filter(should=[cond, qe.IsEmptyCondition(key=c.key)]) if c.or_missing else cond)
     return qe.Filter(must=list(must))
+
+
+def _spell_one(c: Condition) -> qe.FieldCondition:
+    if c.numbers is not None:
+        r = c.numbers
+        return qe.FieldCondition(key=c.key, range=qe.RangeFloat(gte=r.gte, lte=r.lte, gt=r.gt, lt=r.lt))
+    if c.dates is not None:
+        gte, lte, gt, lt = c.dates
+        return qe.FieldCondition(key=c.key, range=qe.RangeDateTime(gte=gte, lte=lte, gt=gt, lt=lt))
+    match = qe.MatchValue(c.value) if c.value is not None else qe.MatchAny(list(c.any))
+    return qe.FieldCondition(key=c.key, match=match)
 
 
 def scroll(

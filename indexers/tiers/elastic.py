@@ -120,11 +120,20 @@ def to_filter(filters: Filters) -> list[dict[str, Any]]:
         clauses.append({"terms": {"kw": group}})
     if filters.year is not None:
         r = filters.year
-        clauses.append({"range": {"year": _bounds(r.gte, r.lte, r.gt, r.lt)}})
+        clauses.append(_or_missing(filters, "year", {"range": {"year": _bounds(r.gte, r.lte, r.gt, r.lt)}}))
     if filters.date is not None:
         r = filters.date
-        clauses.append({"range": {"date": _bounds(*(_day(v) for v in (r.gte, r.lte, r.gt, r.lt)))}})
+        inside = {"range": {"date": _bounds(*(_day(v) for v in (r.gte, r.lte, r.gt, r.lt)))}}
+        clauses.append(_or_missing(filters, "date", inside))
     return clauses
+
+
+def _or_missing(filters: Filters, name: str, inside: dict[str, Any]) -> dict[str, Any]:
+    """``inside``, or also "no such field" when the filter is soft for ``name``."""
+    if not filters.soft(name):
+        return inside
+    missing = {"bool": {"must_not": [{"exists": {"field": name}}]}}
+    return {"bool": {"should": [inside, missing], "minimum_should_match": 1}}
 
 
 def _day(value: dt.date | None) -> str | None:

@@ -74,6 +74,7 @@ class Condition:
     any: tuple[str, ...] = ()  # match any of these
     numbers: Range | None = None  # a numeric range (year)
     dates: tuple[str | None, str | None, str | None, str | None] | None = None  # gte, lte, gt, lt (ISO)
+    or_missing: bool = False  # a point without ``key`` passes too (spelled: range OR is_empty)
 
 
 def conditions(filters: Filters) -> list[Condition]:
@@ -82,11 +83,11 @@ def conditions(filters: Filters) -> list[Condition]:
     for group in filters.keyword_terms():
         out.append(Condition("kw", value=group[0]) if len(group) == 1 else Condition("kw", any=tuple(group)))
     if filters.year is not None:
-        out.append(Condition("year", numbers=filters.year))
+        out.append(Condition("year", numbers=filters.year, or_missing=filters.soft("year")))
     if filters.date is not None:
         r = filters.date
         gte, lte, gt, lt = (iso(d) if d is not None else None for d in (r.gte, r.lte, r.gt, r.lt))
-        out.append(Condition("date", dates=(gte, lte, gt, lt)))
+        out.append(Condition("date", dates=(gte, lte, gt, lt), or_missing=filters.soft("date")))
     return out
 
 

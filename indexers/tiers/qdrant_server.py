@@ -277,22 +277,26 @@ def tenant_filter(tenant: str, doc_ids: Sequence[str] | None = None) -> models.F
 def _spell(conds: list[qp.Condition]) -> models.Filter:
     must: list[models.Condition] = []
     for c in conds:
-        if c.numbers is not None:
-            r = c.numbers
-            must.append(
-                models.FieldCondition(key=c.key, range=models.Range(gte=r.gte, lte=r.lte, gt=r.gt, lt=r.lt))
-            )
-        elif c.dates is not None:
-            gte, lte, gt, lt = c.dates
-            must.append(
-                models.FieldCondition(key=c.key, range=models.DatetimeRange(gte=gte, lte=lte, gt=gt, lt=lt))
-            )
+        cond = _spell_one(c)
+        if c.or_missing:  # "in range, or no such field" (is_empty: the key is absent)
+            empty = models.IsEmptyCondition(is_empty=models.PayloadField(key=c.key))
+            must.append(models.Filter(should=[cond, empty]))
         else:
-            match: models.Match = (
-                models.MatchValue(value=c.value) if c.value is not None else models.MatchAny(any=list(c.any))
-            )
-            must.append(models.FieldCondition(key=c.key, match=match))
+            must.append(cond)
     return models.Filter(must=must)
+
+
+def _spell_one(c: qp.Condition) -> models.FieldCondition:
+    if c.numbers is not None:
+        r = c.numbers
+        return models.FieldCondition(key=c.key, range=models.Range(gte=r.gte, lte=r.lte, gt=r.gt, lt=r.lt))
+    if c.dates is not None:
+        gte, lte, gt, lt = c.dates
+        return models.FieldCondition(key=c.key, range=models.DatetimeRange(gte=gte, lte=lte, gt=gt, lt=lt))
+    match: models.Match = (
+        models.MatchValue(value=c.value) if c.value is not None else models.MatchAny(any=list(c.any))
+    )
+    return models.FieldCondition(key=c.key, match=match)
 
 
 def _leg_hit(point: models.ScoredPoint) -> LegHit:

@@ -23,6 +23,9 @@ class Range:
     lt: Any = None
 
 
+SOFT_FIELDS = frozenset({"year", "date"})
+
+
 @dataclass(frozen=True, slots=True)
 class Filters:
     """Validated filters, applied inside every tier before top-k (never after)."""
@@ -31,6 +34,20 @@ class Filters:
     year: Range | None = None
     date: Range | None = None  # bounds are datetime.date
     keywords: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # any-of per key
+    # Range fields a chunk may lack and still pass ("year", "date"): the router's implied time
+    # filters, read from the query text, keep an undated document instead of dropping it (it is
+    # ranked after the dated matches, rag_router/search/soft.py). A chunk that carries the field
+    # must still be inside the range. Request filters never set this.
+    or_missing: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        unknown = self.or_missing - SOFT_FIELDS
+        if unknown:
+            raise ValueError(f"or_missing takes {sorted(SOFT_FIELDS)}, not {sorted(unknown)}")
+
+    def soft(self, name: str) -> bool:
+        """Whether a chunk without the range field ``name`` passes this filter."""
+        return name in self.or_missing and getattr(self, name) is not None
 
     def keyword_terms(self) -> list[list[str]]:
         """One any-of group per key: ``[["tags=a", "tags=b"], ["article=17"]]``."""

@@ -217,6 +217,32 @@ async def test_filters_apply_to_both_legs_before_top_k(
     assert {h.chunk.chunk_id for h in result["dense"]} == allowed
 
 
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"year": Range(gte=2025, lte=2025)},
+        {"date": Range(gte=dt.date(2025, 1, 1), lt=dt.date(2026, 1, 1))},
+        {"year": Range(gt=2024, lt=2026), "date": Range(gte=dt.date(2025, 1, 1), lte=dt.date(2025, 12, 31))},
+    ],
+)
+async def test_soft_time_filters_keep_undated_chunks_and_drop_those_dated_outside(
+    tier: Tier, embedder: SentenceTransformerEmbedder, filters: dict[str, object]
+) -> None:
+    """An implied time filter (``or_missing``) passes a chunk without the field, in both legs;
+    a chunk dated outside the range still fails it, and the same filter without ``or_missing``
+    drops the undated chunk."""
+    text = "Carbon emissions fell sharply, the annual emissions report said."
+    cases = {"undated": {}, "old": {"date": "2019-05-01"}, "new": {"date": "2025-03-01"}}
+    chunks = [Chunk(f"{doc}#0", doc, 0, text, None, meta) for doc, meta in cases.items()]
+    vectors = embedder.embed([c.embed_text for c in chunks])
+    await tier.upsert([EmbeddedChunk(c, v) for c, v in zip(chunks, vectors, strict=True)])
+    soft = await tier.search(query(embedder, "carbon emissions", or_missing=frozenset(filters), **filters))
+    hard = await tier.search(query(embedder, "carbon emissions", **filters))
+    for leg in ("dense", "lexical"):
+        assert {h.chunk.doc_id for h in soft[leg] if h.chunk} == {"undated", "new"}
+        assert {h.chunk.doc_id for h in hard[leg] if h.chunk} == {"new"}
+
+
 async def test_tenants_are_isolated(tier: Tier, embedder: SentenceTransformerEmbedder) -> None:
     result = await tier.search(query(embedder, "education", tenant="acme"))
     assert result.get("dense", []) == [] and result.get("lexical", []) == []
