@@ -1,16 +1,22 @@
-"""Extractive answers: the sentences of the top passages that best match the question, cited.
+"""Extractive answers: the sentences of the top passages that answer the question, cited.
 
 Used when no LLM is configured (``mode: "extractive"``) and whenever the LLM fails (then also
-``degraded: true``). Pure: sentences are scored by the question's analysed terms they contain
-(weighted by how rare the term is among the passages) plus a bonus for higher-ranked passages,
-then kept in reading order within the word / character / sentence limits.
+``degraded: true``). Pure. Each sentence of the sources is scored by how much of the question it
+covers: the IDF-weighted share of the question's analysed terms it holds (IDF over the sources'
+sentences, so the topic word every sentence repeats counts little), plus a small prior for the
+higher-ranked passage. The answer leads with the best sentence; further sentences come from its
+own document when they add question terms it lacks, from another document only when they add
+many (``_MORE_SAME`` / ``_MORE_OTHER``), within the default length or the asked-for limits.
+Bullet and sentence counts are honoured when the sources have that many sentences.
 
-A list marker that the sentence splitter leaves on its own ("1.", "(a)", "（二）") is not a
-sentence and is never quoted. When no whole sentence fits the limit, the best one is narrowed to
+Never quoted: a heading line (Markdown ``#``, or a short line without sentence punctuation: a
+title), a list marker the splitter left on its own ("1.", "(a)", "（二）"). Chinese sentences end at
+。！？ (not at "；", which separates clauses of one sentence) and their citation follows with no
+space ("…不负刑事责任。[1]"). When no whole sentence fits the limit, the best one is narrowed to
 the run of its clauses (cut at ，；：,;:) that holds most of the question's terms and fits, marked
-"…" where it was cut ("…对不法侵害人造成损害的，属于正当防卫，不负刑事责任。"); a single clause
-still too long is cut at a word (or, in Chinese, a character). Text is quoted as stored: the
-caller passes the chunks' own text, not the prompt's cleaned copy.
+"…" where it was cut; a single clause still too long is cut at a word (or, in Chinese, a
+character). Text is quoted as stored: the caller passes the chunks' own text, not the prompt's
+cleaned copy.
 """
 
 from __future__ import annotations
@@ -18,70 +24,229 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 
-from indexers.text.chunk import split_sentences
+import yaml
+
 from indexers.text.lexical import Analyzer
-from rag_router.answer.prompting import Constraints, Source, count_words
+from rag_router.answer.prompting import Constraints, Source, count_words, strip_constraints
+from rag_router.settings import PROMPTS
 
-DEFAULT_WORDS = 80
-_NO_SOURCES = {"en": "No sources matched the question.", "zh": "没有找到与问题相关的资料。"}
+DEFAULT_WORDS = 60  # an answer with no stated limit: the lead sentence and what completes it
+_MORE_SAME = 0.25  # share of the question's term weight a further sentence of the lead's document adds
+_MORE_OTHER = 0.4  # ... and one of another document
+_RANK_PRIOR = 0.1  # score bonus of the top passage's sentences (halved for the second, …)
+_CLOSE = 0.75  # under a limit the best sentence misses, a fitting one this close to it leads
+
+
+@lru_cache(maxsize=1)
+def _canned() -> dict[str, dict[str, str]]:
+    data: dict[str, dict[str, str]] = yaml.safe_load((PROMPTS / "answers.yaml").read_text(encoding="utf-8"))
+    return data
+
+
+def canned(key: str, language: str | None) -> str:
+    """A fixed sentence from ``prompts/answers.yaml`` in ``language`` (English when not listed)."""
+    texts = _canned()[key]
+    return texts.get(language or "en", texts["en"])
+
+
+@dataclass(frozen=True, slots=True)
+class _Sentence:
+    text: str
+    rank: int  # the source's rank
+    position: int
+    n: int  # the source's citation number
+    found: frozenset[str]  # the question's terms it holds
+    score: float = 0.0
 
 
 def extractive_answer(question: str, sources: Sequence[Source], c: Constraints, analyzer: Analyzer) -> str:
-    if not sources:
-        return _NO_SOURCES["zh" if c.language == "zh" else "en"]
-    wanted = set(analyzer.query_terms(question))
-    candidates: list[tuple[float, int, int, str, int]] = []  # score, source rank, position, text, n
-    doc_freq: dict[str, int] = {}
-    per_source = []
-    for source in sources:
-        sentences = split_sentences(source.text)
-        terms = [set(analyzer.terms(s)) for s in sentences]
-        for t in set().union(*terms) if terms else set():
-            doc_freq[t] = doc_freq.get(t, 0) + 1
-        per_source.append((source, sentences, terms))
-    for rank, (source, sentences, terms) in enumerate(per_source):
-        for position, (sentence, found) in enumerate(zip(sentences, terms, strict=True)):
-            if not _says_something(sentence):
-                continue
-            sentence = _quotable(sentence)
-            overlap = sum(math.log(1 + len(sources) / doc_freq[t]) for t in found & wanted)
-            score = overlap + 0.5 / (1 + rank) + (0.1 if position == 0 else 0.0)
-            candidates.append((score, rank, position, sentence, source.n))
+    language = "zh" if c.language == "zh" else c.language
+    wanted = set(analyzer.query_terms(strip_constraints(question))) or set(analyzer.query_terms(question))
+    pool = _candidates(sources, wanted, analyzer)
+    if not pool:
+        return canned("no_sources", language)
     limit_words = c.max_words or (None if c.max_chars or c.max_sentences else DEFAULT_WORDS)
-    chosen: list[tuple[int, int, str, int]] = []
-    used_words = used_chars = 0
-    for _, rank, position, sentence, n in sorted(candidates, key=lambda x: (-x[0], x[1], x[2])):
-        cited = f"{sentence} [{n}]"
-        words, chars = count_words(sentence), len(cited) + 1
-        if limit_words and used_words + words > limit_words:
-            continue
-        if c.max_chars and used_chars + chars > c.max_chars:
-            continue
-        if c.max_sentences and len(chosen) >= c.max_sentences:
-            break
-        chosen.append((rank, position, cited, n))
-        used_words += words
-        used_chars += chars
-        if c.bullets and len(chosen) >= c.bullets:
-            break
-    if not chosen and candidates:  # no whole sentence fits: the best part of the best one
-        _, rank, position, sentence, n = min(candidates, key=lambda x: (-x[0], x[1], x[2]))
-        fits = _fits(limit_words, c.max_chars, n)
-        part = _best_clauses(sentence, wanted, analyzer, fits)
+    chosen = _choose(pool, c, limit_words, _weights(pool, wanted))
+    if not chosen:  # no whole sentence fits: the best part of the best one
+        best = pool[0]
+        fits = _fits(limit_words, c.max_chars, best.n)
+        part = _best_clauses(best.text, wanted, analyzer, fits)
         if part is None:  # not even one clause fits: the cut clause that shows most terms
             cuts = [
-                _cut(("…" if i else "") + clause.strip(), limit_words, c.max_chars, n)
-                for i, clause in enumerate(_CLAUSE.findall(sentence))
+                _cut(("…" if i else "") + clause.strip(), limit_words, c.max_chars, best.n)
+                for i, clause in enumerate(_CLAUSE.findall(best.text))
             ]
             part = max(cuts, key=lambda cut: len(set(analyzer.terms(cut)) & wanted))
-        chosen.append((rank, position, f"{part} [{n}]", n))
-    if not chosen:
-        return _NO_SOURCES["zh" if c.language == "zh" else "en"]
-    ordered = [text for _, _, text, _ in sorted(chosen)]
+        return cite(part, best.n)
+    cited = [cite(s.text, s.n) for s in chosen]
     if c.format == "bullets":
-        return "\n".join(f"- {t}" for t in ordered)
-    return re.sub(r"\s+", " ", " ".join(ordered)).strip()
+        return "\n".join(f"- {t}" for t in cited)
+    return _join(cited)
+
+
+def _candidates(sources: Sequence[Source], wanted: set[str], analyzer: Analyzer) -> list[_Sentence]:
+    """Every quotable sentence, scored, best first (ties: higher-ranked source, earlier)."""
+    raw: list[_Sentence] = []
+    for rank, source in enumerate(sources):
+        for position, sentence in enumerate(sentences(source.text)):
+            if not _says_something(sentence) or heading(sentence):
+                continue
+            text = _quotable(sentence)
+            found = frozenset(set(analyzer.terms(text)) & wanted)
+            raw.append(_Sentence(text, rank, position, source.n, found))
+    weights = _weights(raw, wanted)
+    total = sum(weights.values()) or 1.0
+    scored = [
+        _Sentence(
+            s.text,
+            s.rank,
+            s.position,
+            s.n,
+            s.found,
+            sum(weights[t] for t in s.found) / total + _RANK_PRIOR / (1 + s.rank),
+        )
+        for s in raw
+    ]
+    return sorted(scored, key=lambda s: (-s.score, s.rank, s.position))
+
+
+def _weights(pool: Sequence[_Sentence], wanted: set[str]) -> dict[str, float]:
+    """IDF of each question term over the candidate sentences (a term none holds weighs 0)."""
+    df: dict[str, int] = {}
+    for s in pool:
+        for t in s.found:
+            df[t] = df.get(t, 0) + 1
+    return {t: math.log(1 + len(pool) / df[t]) if t in df else 0.0 for t in wanted}
+
+
+def _choose(
+    pool: list[_Sentence], c: Constraints, limit_words: int | None, weights: dict[str, float]
+) -> list[_Sentence]:
+    """The lead sentence, then those that add to it, within the limits (module docstring)."""
+    count = c.bullets or c.max_sentences
+    room = _Room(limit_words, c.max_chars)
+    best = pool[0].score
+    lead = next((s for s in pool if s.score >= _CLOSE * best and room.takes(s)), None)
+    if lead is None:
+        return []
+    chosen = [lead]
+    room.add(lead)
+    covered = set(lead.found)
+    total = sum(weights.values()) or 1.0
+    while not count or len(chosen) < count:
+        rest = [s for s in pool if s not in chosen and room.takes(s)]
+        if not rest:
+            break
+        gain = _gainer(weights, covered, total)
+        if count:  # N points or sentences asked for: the next best, the lead's document first
+            pick = max(rest, key=lambda s: (s.score + (0.2 if s.n == lead.n else 0.0), -s.rank))
+        else:
+            useful = [s for s in rest if gain(s) >= (_MORE_SAME if s.n == lead.n else _MORE_OTHER)]
+            if not useful:
+                break
+            pick = max(useful, key=lambda s: (gain(s), s.score))
+        chosen.append(pick)
+        room.add(pick)
+        covered |= pick.found
+    # the lead first, the rest in reading order (its document first)
+    return [lead, *sorted(chosen[1:], key=lambda s: (s.n != lead.n, s.rank, s.position))]
+
+
+def _gainer(weights: dict[str, float], covered: set[str], total: float) -> Callable[[_Sentence], float]:
+    """The share of the question's term weight a sentence adds to what is ``covered``."""
+    frozen = frozenset(covered)
+    return lambda s: sum(weights[t] for t in s.found - frozen) / total
+
+
+class _Room:
+    """What is left of the word and character limits (a sentence's citation counts)."""
+
+    def __init__(self, words: int | None, chars: int | None) -> None:
+        self.words, self.chars = words, chars
+        self.used_words = self.used_chars = 0
+
+    def takes(self, s: _Sentence) -> bool:
+        words, chars = count_words(s.text), len(cite(s.text, s.n)) + 1
+        if self.words and self.used_words + words > self.words:
+            return False
+        return not (self.chars and self.used_chars + chars > self.chars)
+
+    def add(self, s: _Sentence) -> None:
+        self.used_words += count_words(s.text)
+        self.used_chars += len(cite(s.text, s.n)) + 1
+
+
+def cite(text: str, n: int) -> str:
+    """``text [n]``; after Chinese text no space ("…责任。[1]")."""
+    return f"{text}[{n}]" if _CJK_END.search(text) else f"{text} [{n}]"
+
+
+def _join(cited: list[str]) -> str:
+    out = ""
+    for piece in cited:
+        if out and not (_CJK.match(piece) and out.endswith("]") and _CJK_CITED.search(out)):
+            out += " "
+        out += piece
+    return re.sub(r"[ \t]+", " ", out).strip()
+
+
+# A sentence ends at . ! ? (with closing quotes/brackets) before whitespace, at CJK 。！？ (with
+# closing quotes), or at a blank line; "；" joins the clauses of one sentence. A line break starts
+# a new sentence only before a list item or a heading, or after a heading line.
+_END = re.compile(r"(?<=[.!?])([\"'”’)\]]*)\s+|(?<=[。！？])([”’」』）)]*)")
+_ITEM = re.compile(
+    r"^\s*(?:#{1,6}\s|[-*•+]\s|\d{1,3}[.)、]|[（(](?:\d{1,3}|[a-zA-Z]|[一二三四五六七八九十]+)[)）]"
+    r"|[一二三四五六七八九十]+、|第[一二三四五六七八九十百零〇\d]+[条章节])"
+)
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of ``text`` as an answer quotes them (the module docstring says where one ends)."""
+    out: list[str] = []
+    for block in re.split(r"\n\s*\n", text):
+        units: list[list[str]] = []
+        for line in block.split("\n"):
+            if not units or _ITEM.match(line) or heading(units[-1][-1]):
+                units.append([line])
+            else:
+                units[-1].append(line)
+        for unit in units:
+            joined, start = "\n".join(unit), 0
+            for m in _END.finditer(joined):
+                end = m.end(1) if m.group(1) else (m.end(2) if m.group(2) else m.start())
+                out.append(joined[start:end])
+                start = m.end()
+            out.append(joined[start:])
+    return [s.strip() for s in out if s.strip()]
+
+
+_PUNCTUATED = re.compile(r"[.!?。！？;；:：,，、…\"'”’]\s*$|[,，;；。、：]")
+_CLAUSE_TITLE = re.compile(r"\s*第[一二三四五六七八九十百零〇\d]+[条章节]")  # "第三条 考勤": a title
+
+
+def heading(line: str) -> bool:
+    """A heading, never quoted: a Markdown "#" line, or a title — a short single line with no
+    punctuation inside or at its end, not a list item, its words capitalised ("Section 3
+    Security", "第三条 考勤"). A hard-wrapped line of running text ("The company lends a monitor
+    and") is none of these."""
+    line = line.strip()
+    if line.startswith("#"):
+        return True
+    if (
+        not line
+        or "\n" in line
+        or _PUNCTUATED.search(line)
+        or (_ITEM.match(line) and not _CLAUSE_TITLE.match(line))
+    ):
+        return False
+    if _CJK.search(line):
+        return len(line) <= 15
+    words = line.split()
+    capitalised = sum(1 for w in words if w[:1].isupper() or w[:1].isdigit())
+    return len(words) <= 8 and capitalised * 2 > len(words)
 
 
 # "1.", "12)", "(a)", "iv.", "（二）", "一、": a list marker the splitter left as a sentence.
@@ -115,7 +280,7 @@ _CLAUSE = re.compile(r"[^，,；;：:]+[，,；;：:]?\s*")
 def _fits(max_words: int | None, max_chars: int | None, n: int) -> Callable[[str], bool]:
     def fits(text: str) -> bool:
         words_ok = not max_words or count_words(text) <= max_words
-        return words_ok and (not max_chars or len(f"{text} [{n}]") + 1 <= max_chars)
+        return words_ok and (not max_chars or len(cite(text, n)) + 1 <= max_chars)
 
     return fits
 
@@ -144,7 +309,7 @@ def _best_clauses(
 
 def _cut(sentence: str, max_words: int | None, max_chars: int | None, n: int) -> str:
     """The start of ``sentence`` within the limits (its citation included), ending in "…"."""
-    room = max_chars - len(f" [{n}]") - 1 if max_chars else None
+    room = max_chars - len(cite(sentence, n)) + len(sentence) - 1 if max_chars else None
     if max_words and count_words(sentence) > max_words:
         if _CJK.search(sentence):  # Chinese counts characters as words
             sentence = sentence[: max(max_words - 1, 1)]
@@ -157,3 +322,5 @@ def _cut(sentence: str, max_words: int | None, max_chars: int | None, n: int) ->
 
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
+_CJK_END = re.compile(r"[\u3400-\u9fff\u3000-\u303f\uff00-\uffef][“”‘’…]*\s*$")
+_CJK_CITED = re.compile(r"[\u3400-\u9fff\u3000-\u303f\uff00-\uffef]\[\d+\]$")
