@@ -31,6 +31,7 @@ from indexers.tiers.base import StoreTier, Tier, TierError, TierUnavailable
 from indexers.tiers.disk import DiskGuard, disk_full
 from indexers.tiers.local_cold import LocalColdTier
 from indexers.tiers.qdrant_edge import QdrantEdgeTier
+from rag_router.answer.floor import Floor
 from rag_router.answer.flow import Answerer
 from rag_router.answer.llm import LLMClient
 from rag_router.errors import BackendUnavailable, InsufficientStorage, RagError
@@ -293,6 +294,7 @@ def build_searcher(
         weights={"dense": r.dense_weight, "lexical": r.lexical_weight},
         fusion=r.fusion,
         languages=model_languages(embedder.model_name, settings.embedding.languages),
+        floor=Floor(r.floor_dense, r.floor_lexical, r.floor_lexical_alone),
     )
 
 

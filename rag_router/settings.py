@@ -157,9 +157,12 @@ class RetrievalSettings(BaseModel):
     # The relevance floor (rag_router/answer/floor.py; the curve: bench/results/answer-floor.json):
     # a hit is relevant when a weighted leg scores it at or above its floor; with none relevant,
     # /v1/answer declines ("nothing relevant is stored").
-    floor_dense: float = Field(0.35, ge=-1, le=1, description="dense cosine a relevant hit reaches (-1: off)")
+    floor_dense: float = Field(0.4, ge=-1, le=1, description="dense cosine a relevant hit reaches (-1: off)")
     floor_lexical: float = Field(
-        2.0, ge=0, description="BM25 per distinct query term a relevant hit reaches (0: off)"
+        3.5, ge=0, description="BM25 per distinct query term a relevant hit reaches beside the dense leg"
+    )
+    floor_lexical_alone: float = Field(
+        1.0, ge=0, description="... where the lexical leg judges alone (dense weight 0 or not searched)"
     )
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from indexers.text.lexical import Analyzer
-from rag_router.answer.extractive import extractive_answer
+from rag_router.answer.extractive import canned, extractive_answer
 from rag_router.answer.llm import Completion, LLMClient, LLMError
 from rag_router.answer.parse import parse_citations, parse_json
 from rag_router.answer.prompting import (
@@ -54,6 +54,7 @@ class AnswerOutcome:
     usage: dict[str, int] | None = None
     llm_error: str | None = None
     trimmed: bool = False
+    abstained: bool = False  # no hit cleared the relevance floor: the answer says nothing is stored
     notes: list[str] = field(default_factory=list)  # what the answer could not do as asked, and why
 
     @property
@@ -82,9 +83,13 @@ class Answerer:
     async def _prepare(self, params: AnswerParams) -> tuple[SearchOutcome, CompiledPrompt, float]:
         deadline = time.monotonic() + self._timeout  # one deadline: the search's share comes from it
         outcome = await self._searcher.search(replace(params.search, deadline=deadline))
+        # only hits that cleared the relevance floor are sources: a hit that only a leg of weight
+        # 0 returned (or that no leg scored high enough) is never quoted
+        marks = outcome.relevance.marks if outcome.relevance else [True] * len(outcome.hits)
+        relevant = [h for h, ok in zip(outcome.hits, marks, strict=True) if ok]
         sources = [
             Source(n, h.chunk_id, h.doc_id, h.chunk.title, h.chunk.text)
-            for n, h in enumerate(outcome.hits[: params.sources], 1)
+            for n, h in enumerate(relevant[: params.sources], 1)
         ]
         features = outcome.route.features
         prompt = compile_prompt(
@@ -100,6 +105,8 @@ class Answerer:
 
     async def answer(self, params: AnswerParams) -> AnswerOutcome:
         outcome, prompt, deadline = await self._prepare(params)
+        if _declines(outcome):
+            return _abstain(outcome, prompt)
         if self.llm is None or not prompt.sources:
             return self._extractive(outcome, prompt, params.search.query, None)
         try:
@@ -113,8 +120,12 @@ class Answerer:
         outcome, prompt, deadline = await self._prepare(params)
         yield "route", outcome
         yield "hits", outcome
-        if self.llm is None or not prompt.sources:
-            result = self._extractive(outcome, prompt, params.search.query, None)
+        if self.llm is None or not prompt.sources or _declines(outcome):
+            result = (
+                _abstain(outcome, prompt)
+                if _declines(outcome)
+                else self._extractive(outcome, prompt, params.search.query, None)
+            )
             if result.answer:  # the same events as an LLM answer: the text, then done
                 yield "token", result.answer
             yield "done", result
@@ -201,6 +212,20 @@ class Answerer:
             {"n": n, "chunk_id": by_n[n].chunk_id, "doc_id": by_n[n].doc_id} for n in cited.numbers
         ]
         result.dropped_citations = cited.dropped
+
+
+def _declines(outcome: SearchOutcome) -> bool:
+    return outcome.relevance is not None and not outcome.relevance.any
+
+
+def _abstain(outcome: SearchOutcome, prompt: CompiledPrompt) -> AnswerOutcome:
+    """Nothing relevant is stored: one sentence saying so in the question's language, no
+    citations, no JSON; the route's reason says why (the best leg scores against the floor)."""
+    assert outcome.relevance is not None
+    outcome.reasons.append(outcome.relevance.reason())
+    features = outcome.route.features
+    language = prompt.constraints.language or (features.language if features else None)
+    return AnswerOutcome(outcome, "extractive", answer=canned("abstain", language), abstained=True)
 
 
 def extractive_json(text: str, fields: Sequence[str], metadata: Mapping[str, Any]) -> dict[str, Any]:

@@ -71,6 +71,7 @@ class HitOut(BaseModel):
     tier: Literal["hot", "cold"]
     metadata: dict[str, Any]
     legs: dict[str, LegOut]
+    relevant: bool = Field(True, description="whether the hit cleared the relevance floor")
 
 
 class RouteOut(BaseModel):
@@ -90,6 +91,7 @@ class SearchResponse(BaseModel):
 
     @classmethod
     def from_outcome(cls, outcome: SearchOutcome) -> SearchResponse:
+        marks = outcome.relevance.marks if outcome.relevance else [True] * len(outcome.hits)
         hits = [
             HitOut(
                 chunk_id=h.chunk_id,
@@ -100,8 +102,9 @@ class SearchResponse(BaseModel):
                 tier=h.tier,
                 metadata=dict(h.chunk.metadata),
                 legs={name: LegOut(rank=s.rank, score=s.score) for name, s in h.legs.items()},
+                relevant=relevant,
             )
-            for h in outcome.hits
+            for h, relevant in zip(outcome.hits, marks, strict=True)
         ]
         return cls(
             hits=hits,
@@ -330,6 +333,9 @@ class AnswerResponse(SearchResponse):
     finish_reason: str | None
     usage: dict[str, int] | None
     notes: list[str] = Field(default_factory=list, description="what could not be done as asked, and why")
+    abstained: bool = Field(
+        False, description="no hit cleared the relevance floor: nothing relevant is stored"
+    )
 
     @classmethod
     def from_answer(cls, result: AnswerOutcome) -> AnswerResponse:
@@ -344,6 +350,7 @@ class AnswerResponse(SearchResponse):
             finish_reason=result.finish_reason,
             usage=result.usage,
             notes=result.notes,
+            abstained=result.abstained,
         )
 
 

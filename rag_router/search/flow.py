@@ -21,6 +21,7 @@ from indexers.records import StoredChunk, TierName, Vector
 from indexers.text.lexical import Analyzer
 from indexers.tiers.base import SearchTier
 from indexers.tiers.query import LEGS, Filters, HitRef, Leg, SearchQuery
+from rag_router.answer.floor import Floor, Relevance
 from rag_router.errors import BackendUnavailable, InvalidRequest
 from rag_router.metrics import Metrics
 from rag_router.search.features import extract
@@ -59,6 +60,7 @@ class SearchOutcome:
     timings_ms: dict[str, float]
     unavailable: list[str]
     request_id: str
+    relevance: Relevance | None = None  # per hit, whether it cleared the relevance floor
 
     @property
     def degraded(self) -> bool:
@@ -93,6 +95,7 @@ class Searcher:
         weights: Mapping[str, float] | None = None,
         fusion: FusionName = "dbsf",
         languages: frozenset[str] | None = None,
+        floor: Floor | None = None,
     ) -> None:
         self._embedder = embedder
         self._analyzer = analyzer
@@ -108,6 +111,7 @@ class Searcher:
         self._weights = dict(weights or {})
         self._fusion: FusionName = fusion
         self._languages = languages  # the embedder's; None: any
+        self._floor = floor  # None: every hit counts as relevant
 
     def route(self, params: SearchParams) -> Route:
         today = self._today()
@@ -170,6 +174,9 @@ class Searcher:
             timings_ms=timings,
             unavailable=run.retrieved.unavailable,
             request_id=params.request_id,
+            relevance=self._floor.judge(hits, weights, len(terms), self._named(run.filters))
+            if self._floor
+            else None,
         )
 
     async def _run(
@@ -257,6 +264,11 @@ class Searcher:
         return await retrieve_routed(
             self._tiers, route, query, policy=self._policy, deadline=legs_deadline, trust_dense=trust_dense
         )
+
+    def _named(self, filters: Filters) -> dict[str, tuple[str, ...]]:
+        """The clause filters applied ("article" → ("18",)): a hit they match was asked for by number."""
+        fields = set(self._policy.clause_fields.values())
+        return {k: v for k, v in filters.keywords.items() if k in fields}
 
     async def _embed(self, params: SearchParams, deadline: float) -> Vector | None:
         """The query's vector, waiting for the micro-batcher no longer than half the time left

@@ -20,7 +20,7 @@ from rag_router.search.route import Policy
 from rag_router.settings import Settings
 from tests.conftest import doc_json, loaded_app
 
-HIT_FIELDS = {"chunk_id", "doc_id", "title", "text", "score", "tier", "metadata", "legs"}
+HIT_FIELDS = {"chunk_id", "doc_id", "title", "text", "score", "tier", "metadata", "legs", "relevant"}
 
 
 @pytest.fixture(scope="module")

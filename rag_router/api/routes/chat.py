@@ -46,6 +46,7 @@ def _rag_extension(result: AnswerOutcome) -> dict[str, Any]:
         "route": search.route.model_dump(),
         "mode": result.mode,
         "degraded": result.degraded,
+        "abstained": result.abstained,
     }
 
 

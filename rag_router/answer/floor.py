@@ -1,0 +1,115 @@
+"""The relevance floor: whether a hit is relevant at all, from raw leg scores that mean the same
+across queries (fused scores do not: DBSF and RRF rank within one query's candidates).
+
+- **dense**: the cosine between the query and the chunk, counted only where the embedder reads
+  the query's language (a leg of weight 0 — the Chinese query under the English-only MiniLM —
+  never makes a hit relevant, so it never supplies an answer sentence either).
+- **lexical**: BM25 divided by the query's number of distinct analysed terms, so that a long
+  question does not clear the floor on the sum of many weak matches. Measured against raw BM25
+  and BM25/√terms (``bench/answer_floor.py``, AUC answerable vs out-of-corpus): per term is best
+  where the lexical leg judges alone (qa-cmrc-trial 0.985; √ 0.979, raw 0.953); on qa-squad-dev
+  √ does better (0.990 vs 0.963), but there the dense cosine judges first (0.995).
+
+A hit clears the floor when its dense cosine reaches ``dense``, or its lexical score reaches
+``lexical`` — or, where the lexical leg judges alone (the dense leg has weight 0, or was not
+searched), ``lexical_alone``. Two lexical floors because, measured on the dev sets, a lexical
+score means less beside a dense one that already judged (a strong exact match is needed to
+overrule a low cosine: 3.5 per term on qa-squad-dev) than where it is the only evidence (1 per
+term on qa-cmrc-trial, whose CJK unigram+bigram terms also score lower per term). When no hit
+clears the floor the answer flow declines ("nothing relevant is stored").
+
+A hit that is the clause the question names ("Article 18", "第二十六条": the applied clause filter
+matches its metadata) is relevant whatever its scores: the question asked for it by number, and
+a short or cross-language question about it can score low on both legs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from rag_router.search.fuse import Hit, LegScore
+
+
+@dataclass(frozen=True, slots=True)
+class Floor:
+    dense: float  # cosine; -1 lets every dense hit clear
+    lexical: float  # BM25 per distinct query term, beside a weighted dense leg; 0: every hit clears
+    lexical_alone: float  # ... where the lexical leg judges alone
+
+    def judge(
+        self,
+        hits: Sequence[Hit],
+        weights: Mapping[str, float],
+        terms: int,
+        named: Mapping[str, Sequence[str]] | None = None,
+    ) -> Relevance:
+        """``named``: the clause filters applied (field → values), from the question's own words."""
+        best: dict[str, float] = {}
+        marks = []
+        alone = self.alone(hits, weights)
+        for hit in hits:
+            scores = leg_scores(hit.legs, terms)
+            for kind, value in scores.items():
+                if weights.get(kind, 1.0) > 0:
+                    best[kind] = max(best.get(kind, value), value)
+            asked = any(str(hit.chunk.metadata.get(f)) in set(map(str, v)) for f, v in (named or {}).items())
+            marks.append(asked or self.clears(scores, weights, alone=alone))
+        return Relevance(marks, best, self, {k for k, w in weights.items() if w == 0})
+
+    @staticmethod
+    def alone(hits: Sequence[Hit], weights: Mapping[str, float]) -> bool:
+        """Whether the lexical leg judges alone: the dense leg has weight 0 or returned nothing."""
+        dense = any(name.endswith("dense") for h in hits for name in h.legs)
+        return weights.get("dense", 1.0) == 0 or not dense
+
+    def clears(self, scores: Mapping[str, float], weights: Mapping[str, float], *, alone: bool) -> bool:
+        floors = {"dense": self.dense, "lexical": self.lexical_alone if alone else self.lexical}
+        return any(
+            weights.get(kind, 1.0) > 0 and kind in floors and value >= floors[kind]
+            for kind, value in scores.items()
+        )
+
+
+def leg_scores(legs: Mapping[str, LegScore], terms: int) -> dict[str, float]:
+    """Leg kind → the hit's comparable score: the best over tiers ("hot.dense", "cold.dense");
+    lexical per distinct query term."""
+    out: dict[str, float] = {}
+    for name, leg in legs.items():
+        kind = name.rsplit(".", 1)[-1]
+        value = leg.score / max(terms, 1) if kind == "lexical" else leg.score
+        out[kind] = max(out.get(kind, value), value)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Relevance:
+    """Per hit, whether it cleared the floor; the best comparable score of each weighted leg."""
+
+    marks: list[bool]
+    best: dict[str, float]
+    floor: Floor
+    unweighted: set[str] = field(default_factory=set)
+
+    @property
+    def alone(self) -> bool:
+        return "dense" in self.unweighted or "dense" not in self.best
+
+    @property
+    def any(self) -> bool:
+        return any(self.marks)
+
+    def reason(self) -> str:
+        """Why nothing cleared the floor, in the route's reason."""
+        shown = []
+        lexical = self.floor.lexical_alone if self.alone else self.floor.lexical
+        for kind, floor, unit in (
+            ("dense", self.floor.dense, "cosine"),
+            ("lexical", lexical, "BM25 per query term"),
+        ):
+            if kind in self.unweighted:
+                shown.append(f"{kind} weight 0, not counted")
+            elif kind in self.best:
+                shown.append(f"best {kind} {unit} {self.best[kind]:.3f} < {floor:g}")
+        detail = "; ".join(shown) or "no hits"
+        return f"declined: no hit clears the relevance floor ({detail})"
