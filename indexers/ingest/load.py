@@ -28,7 +28,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from indexers.ingest.formats import READERS, Unreadable
+from indexers.ingest.formats import READERS, Unreadable, read_markdown
 from indexers.records import DEFAULT_TENANT, Document, content_hash
 
 log = logging.getLogger(__name__)
@@ -163,14 +163,60 @@ class SeenIds:
             self._recent.clear()
         return True
 
+    def repeats(self, tenant: str, doc_id: str, hashed: bool) -> bool:
+        """Whether the id was read before in this ingest (and now remembered). A ``hashed`` id,
+        the content hash of the title and text (none was given), repeats only with the same text."""
+        return not self.add(tenant, doc_id) and not hashed
+
     def first(self, item: Document | LoadFailure, source: str) -> Document | LoadFailure:
-        """``item``, or a failure when its id was read before in this ingest. An id that is the
-        content hash of the title and text (none was given) repeats only with the same text."""
-        if isinstance(item, LoadFailure) or self.add(item.tenant, item.id):
+        """``item``, or a failure when its id was read before in this ingest."""
+        if isinstance(item, LoadFailure) or not self.repeats(item.tenant, item.id, _hashed(item)):
             return item
-        if item.id == content_hash(item.title or "", item.text):
-            return item
-        return LoadFailure(source, f"id {item.id!r} was read earlier in this ingest; this copy is skipped")
+        return LoadFailure(source, repeat_reason(item.id))
+
+
+def repeat_reason(doc_id: str) -> str:
+    return f"id {doc_id!r} was read earlier in this ingest; this copy is skipped"
+
+
+def _hashed(doc: Document) -> bool:
+    return doc.id == content_hash(doc.title or "", doc.text)
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The id one item of a file takes, for a check of repeats before the item is ingested."""
+
+    line: int  # the JSONL line; 0 for a one-document file
+    source: str  # where it was read, as ``load_sourced`` names it
+    doc_id: str | None  # None: the item fails to load, so it takes no id
+    hashed: bool = False  # the id is the content hash of the item's text
+
+
+def claims(path: Path, root: Path, options: LoadOptions) -> Iterator[Claim]:
+    """The ids ``load_sourced`` would give ``path``'s items, as ``SeenIds.first`` sees them. JSONL
+    and Markdown (whose front matter may name the id) are read by the loader itself; the other
+    formats cannot name themselves, so a file that passes the size checks takes its relative name
+    (read by the loader, a file without text would take no id: the one difference)."""
+    suffix = _suffix(path)
+    if suffix in JSONL_SUFFIXES:
+        for number, source, item in _jsonl_numbered(path, options.tenant, options):
+            yield _claim(number, source, item)
+    elif READERS.get(suffix) is read_markdown:
+        yield _claim(0, str(path), load_file(path, root, options))
+    elif suffix in READERS:
+        try:
+            size = path.stat().st_size
+        except OSError:
+            size = 0
+        sized = 0 < size <= options.max_bytes
+        yield Claim(0, str(path), relative_id(path, root) if sized else None)
+
+
+def _claim(line: int, source: str, item: Document | LoadFailure) -> Claim:
+    if isinstance(item, LoadFailure):
+        return Claim(line, source, None)
+    return Claim(line, source, item.id, _hashed(item))
 
 
 def _open(path: Path) -> IO[str]:
@@ -188,18 +234,24 @@ def load_jsonl(
 def _jsonl_sourced(
     path: Path, tenant: str, options: LoadOptions
 ) -> Iterator[tuple[str, Document | LoadFailure]]:
+    return ((source, item) for _, source, item in _jsonl_numbered(path, tenant, options))
+
+
+def _jsonl_numbered(
+    path: Path, tenant: str, options: LoadOptions
+) -> Iterator[tuple[int, str, Document | LoadFailure]]:
     number = 0
     try:
         with _open(path) as lines:
             for number, line in enumerate(lines, 1):
                 source = f"{path}:{number}"
                 if len(line) > options.max_bytes:
-                    yield source, LoadFailure(source, f"line over {_mb(options.max_bytes)}")
+                    yield number, source, LoadFailure(source, f"line over {_mb(options.max_bytes)}")
                 elif line.strip():
-                    yield source, parse_record(line, source, tenant, options.fields)
+                    yield number, source, parse_record(line, source, tenant, options.fields)
     except (OSError, UnicodeDecodeError, EOFError) as exc:
         source = f"{path}:{number + 1}"
-        yield source, LoadFailure(source, f"cannot read: {exc}")
+        yield number + 1, source, LoadFailure(source, f"cannot read: {exc}")
 
 
 def parse_record(

@@ -113,7 +113,8 @@ def ingest(
         if if_empty and any(b.get("chunks") for b in client.ready()["backends"].values()):
             console.print("[dim]tiers already hold data; nothing ingested[/dim]")
             return
-        ingest_there(client, iter_files(paths, options), tier, detach, int(batch_mb * 1024 * 1024), form)
+        max_bytes = int(batch_mb * 1024 * 1024)
+        ingest_there(client, iter_files(paths, options), tier, detach, max_bytes, form, options)
     except ApiError as exc:
         fail(exc.message)
     finally:

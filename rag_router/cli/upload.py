@@ -5,33 +5,44 @@ to their end with one progress bar (the jobs' event streams); Ctrl-C asks the se
 from __future__ import annotations
 
 import contextlib
+import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from rag_router.cli.common import console, fail, server_url, setup_logging
+from rag_router.cli.repeats import Repeats, Upload
 from rag_router.cli.report import Summary, exit_for_failures, print_report, progress_bar
 from rag_router.cli.store import Url, jobs
 from rag_router.client import ApiError, Client
 from rag_router.settings import get_settings
 
+if TYPE_CHECKING:
+    from indexers.ingest.load import LoadOptions
+
 UPLOAD_FILES = 200  # files per upload (one job each)
 
 
 def batches(files: Iterable[tuple[Path, Path]], max_bytes: int) -> Iterator[list[tuple[str, Path]]]:
-    """(name, path) groups of at most ``max_bytes`` (a larger file goes alone) and UPLOAD_FILES files."""
+    """(name, path) groups of (file, the folder its id is relative to), as ``grouped`` cuts them."""
     from indexers.ingest.load import relative_id  # not at import: --help stays fast
 
-    batch: list[tuple[str, Path]] = []
+    for batch in grouped((Upload(relative_id(p, r), p, p) for p, r in files), max_bytes):
+        yield [(u.name, u.path) for u in batch]
+
+
+def grouped(files: Iterable[Upload], max_bytes: int) -> Iterator[list[Upload]]:
+    """Groups of at most ``max_bytes`` (a larger file goes alone) and UPLOAD_FILES files."""
+    batch: list[Upload] = []
     size = 0
-    for path, root in files:
-        length = path.stat().st_size
+    for upload in files:
+        length = upload.path.stat().st_size
         if batch and (size + length > max_bytes or len(batch) >= UPLOAD_FILES):
             yield batch
             batch, size = [], 0
-        batch.append((relative_id(path, root), path))
+        batch.append(upload)
         size += length
     if batch:
         yield batch
@@ -44,11 +55,18 @@ def ingest_there(
     detach: bool,
     max_bytes: int,
     form: dict[str, str] | None = None,
+    options: LoadOptions | None = None,
 ) -> None:
+    """``options``: what the files are read with (the field names of ``form``), to find the ids
+    that repeat across batches."""
+    from indexers.ingest.load import LoadOptions  # not at import: --help stays fast
+
     summary = Summary()
     job_ids: list[str] = []
     try:
-        _upload(client, files, tier, max_bytes, form or {}, summary, job_ids)
+        with tempfile.TemporaryDirectory(prefix="rag-upload-") as folder:
+            repeats = Repeats(options or LoadOptions(), summary, Path(folder))
+            _upload(client, repeats.uploads(files), tier, max_bytes, form or {}, summary, job_ids)
         if detach and job_ids:
             _print_detached(job_ids, summary)
             return
@@ -85,7 +103,7 @@ def _print_detached(job_ids: list[str], summary: Summary) -> None:
 
 def _upload(
     client: Client,
-    files: Iterable[tuple[Path, Path]],
+    files: Iterable[Upload],
     tier: str,
     max_bytes: int,
     form: dict[str, str],
@@ -94,19 +112,23 @@ def _upload(
 ) -> None:
     """Upload in batches, one job each; ``job_ids`` grows as they are accepted."""
     with console.status("uploading") as status:
-        for n, batch in enumerate(batches(files, max_bytes), 1):
+        for n, batch in enumerate(grouped(files, max_bytes), 1):
             status.update(f"uploading batch {n} ({len(batch)} files)")
             try:
-                accepted = client.upload(batch, tier=tier, **form)
+                accepted = client.upload([(u.name, u.path) for u in batch], tier=tier, **form)
             except ApiError as exc:
                 if exc.status != 422:  # 422: nothing readable in this batch; the others go on
                     raise
-                summary.failures.append((str(batch[0][1]) if len(batch) == 1 else f"batch {n}", exc.message))
+                where = str(batch[0].local) if len(batch) == 1 else f"batch {n}"
+                summary.failures.append((where, exc.message))
                 summary.failed += len(batch)
                 summary.documents += len(batch)
                 continue
+            finally:
+                for copy in (u.path for u in batch if u.path != u.local):  # sent: disk stays flat
+                    copy.unlink(missing_ok=True)
             job_ids.append(accepted["job_id"])
-            _count_unread(accepted["files"], dict(batch), summary)
+            _count_unread(accepted["files"], {u.name: u.local for u in batch}, summary)
 
 
 def _count_unread(files: list[dict[str, Any]], paths: dict[str, Path], summary: Summary) -> None:

@@ -1,8 +1,10 @@
 """`rag-router ingest` of one folder reports the same in process and against a server: the same
-counts, the same failures (``file:line``), on stdout, and a non-zero exit when anything failed."""
+counts, the same failures (``file:line``), on stdout, and a non-zero exit when anything failed;
+an id read twice is the same failure whether or not its copies went up in one batch."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
@@ -35,6 +37,15 @@ def a_folder(root: Path) -> Path:
         json.dumps({"id": "r1", "text": "The same id again."}),
     ]
     (folder / "records.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    # repeats of ids read in other files: a file's front matter, records of a compressed JSONL
+    (folder / "c.md").write_text("---\nid: b/readme.txt\n---\nThe berth rules, again.\n", encoding="utf-8")
+    more = [
+        json.dumps({"id": "a/readme.txt", "text": "A record named like a file."}),
+        json.dumps({"id": "r3", "text": "Pilots board at the outer buoy."}),
+        json.dumps({"id": "r1", "text": "r1 once more."}),
+    ]
+    with gzip.open(folder / "z-more.jsonl.gz", "wt", encoding="utf-8") as out:
+        out.write("\r\n".join(more))
     return folder
 
 
@@ -45,7 +56,9 @@ def report(stdout: str) -> tuple[dict[str, str], list[str]]:
     return rows, sorted(line for line in stdout.splitlines() if line.startswith("failed "))
 
 
+@pytest.mark.parametrize("batch_bytes", [1 << 20, 1], ids=["one batch", "a batch a file"])
 def test_in_process_and_server_ingest_report_the_same(
+    batch_bytes: int,
     tmp_path: Path,
     embedder: SentenceTransformerEmbedder,
     monkeypatch: pytest.MonkeyPatch,
@@ -59,18 +72,29 @@ def test_in_process_and_server_ingest_report_the_same(
     here_rows, here_failures = report(here.stdout)
 
     server = create_app(Settings(data_dir=tmp_path / "there"), embedder=embedder)
-    with TestClient(server) as http, pytest.raises(typer.Exit) as ended:
+    with TestClient(server) as http:
         client = Client(http)  # type: ignore[arg-type]
-        ingest_there(client, iter_files([folder], LoadOptions()), "auto", False, 1 << 20)
+        with pytest.raises(typer.Exit) as ended:
+            ingest_there(client, iter_files([folder], LoadOptions()), "auto", False, batch_bytes)
+        stored = {d: client.document(d)["text"] for d in ("a/readme.txt", "b/readme.txt", "r1", "r3")}
     assert ended.value.exit_code == EXIT_FAILURES
     there_rows, there_failures = report(capsys.readouterr().out)
 
-    assert here_rows == there_rows and here_rows["failed"] == "2" and here_rows["documents"] == "5"
+    assert here_rows == there_rows and here_rows["failed"] == "5" and here_rows["documents"] == "9"
     assert here_failures == there_failures
     assert [f.split(": ")[0] for f in here_failures] == [
+        f"failed {folder}/c.md",
         f"failed {folder}/records.jsonl:2",
         f"failed {folder}/records.jsonl:3",
+        f"failed {folder}/z-more.jsonl.gz:1",
+        f"failed {folder}/z-more.jsonl.gz:3",
     ]
+    assert stored == {  # the first copy of each id, and the records that were read once
+        "a/readme.txt": "Harbour fees are due monthly.",
+        "b/readme.txt": "Berths are booked a week ahead.",
+        "r1": "Cargo insurance covers the crossing.",
+        "r3": "Pilots board at the outer buoy.",
+    }
 
 
 def test_detach_prints_only_the_job_ids_on_stdout(

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from indexers.ingest import load
-from indexers.ingest.load import LoadFailure, SeenIds, iter_files, load_paths
+from indexers.ingest.load import LoadFailure, LoadOptions, SeenIds, iter_files, load_paths
 from indexers.records import Document
+from rag_router.cli.repeats import Repeats
+from rag_router.cli.report import Summary
 from rag_router.cli.upload import batches
 
 
@@ -73,3 +75,29 @@ def test_seen_ids_remember_past_their_first_flush(monkeypatch: pytest.MonkeyPatc
     assert all(seen.add("t", f"d{i}") for i in range(10))
     assert not any(seen.add("t", f"d{i}") for i in range(10))
     assert seen.add("other", "d1")  # ids are per tenant
+
+
+def test_a_run_against_a_server_leaves_out_what_an_earlier_batch_sent(tmp_path: Path) -> None:
+    """Uploads of one CLI run: a file of only repeats is not sent; a file with some is sent as a
+    copy whose repeated lines are blank, every other byte where it was (bytes the loader cannot
+    read too, so that the server reports them at the same line)."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    records = [json.dumps({"id": "r1", "text": "First."}), json.dumps({"id": "r2", "text": "Other."})]
+    (folder / "a.jsonl").write_text("\n".join(records) + "\n", encoding="utf-8")
+    (folder / "b.jsonl").write_text("\n".join(records) + "\n", encoding="utf-8")
+    repeat = '{"id": "r2", "text": "é"}\r\n'.encode()
+    long = json.dumps({"id": "r4", "text": "z" * 9000}).encode()  # past what is decoded at once
+    rest = b'{"id": "r3", "text": "y"}\r\n' + long + b"\n\xff\n"
+    (folder / "c.jsonl").write_bytes(repeat + rest)
+    summary = Summary()
+    sent = list(Repeats(LoadOptions(), summary, tmp_path).uploads(iter_files([folder])))
+    assert [(u.name, u.local.name) for u in sent] == [("a.jsonl", "a.jsonl"), ("c.jsonl", "c.jsonl")]
+    assert sent[0].path == folder / "a.jsonl" and sent[1].path.parent == tmp_path
+    assert sent[1].path.read_bytes() == b" " * (len(repeat) - 2) + b"\r\n" + rest
+    assert [where for where, _ in summary.failures] == [
+        f"{folder}/b.jsonl:1",
+        f"{folder}/b.jsonl:2",
+        f"{folder}/c.jsonl:1",
+    ]
+    assert summary.failed == summary.documents == 3
