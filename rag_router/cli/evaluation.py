@@ -78,8 +78,16 @@ def evaluate(
     tier: Annotated[str, typer.Option(help="where the corpus goes: auto | hot | cold")] = "auto",
     tier_split: Annotated[float | None, typer.Option(min=0.0, max=1.0, help="share placed hot")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    answers: Annotated[
+        bool, typer.Option("--answers", help="score /v1/answer's answers (a set with answers.jsonl)")
+    ] = False,
 ) -> None:
-    """Evaluate retrieval on a BEIR-layout dataset (nDCG@10, recall@100, MRR@10, success@1)."""
+    """Evaluate retrieval on a BEIR-layout dataset (nDCG@10, recall@100, MRR@10, success@1), or
+    with --answers the answers (gold span in the answer and before its first citation, first
+    citation = gold document, out-of-corpus and answerable questions declined, median length)."""
+    if answers:
+        _answers(dataset_dir, data_dir, as_json)
+        return
     from rag_router.evaluate import SUMMARY_KEYS
 
     if legs not in _LEG_NAMES:
@@ -115,6 +123,42 @@ def evaluate(
         table.add_row(key, f"{report[key]:.4f}" if isinstance(report[key], float) else str(report[key]))
     for kind, scores in report["by_kind"].items():  # query kinds of the set (clause, topic, …)
         table.add_row(f"{kind}: success@1 / nDCG@10", f"{scores['success@1']:.4f} / {scores['ndcg@10']:.4f}")
+    Console().print(table)
+
+
+def _answers(dataset_dir: Path, data_dir: Path | None, as_json: bool) -> None:
+    """``eval --answers``: every question of answers.jsonl through the answer flow (no LLM
+    unless one is configured), scored as shared/tools/answers_eval.py scores the API."""
+    from rag_router import answer_eval
+    from rag_router.cli.ingest import ingest_with_progress
+    from rag_router.evaluate import Dataset
+
+    if not answer_eval.is_answer_set(dataset_dir):
+        fail(f"{dataset_dir} has no answers.jsonl (see data/ or a qa-* set's PROVENANCE.md)")
+    temp = None if data_dir else Path(tempfile.mkdtemp(prefix="rag-eval-"))
+    settings = get_settings(data_dir=data_dir or temp)
+    setup_logging(settings)
+
+    async def run() -> dict[str, Any]:
+        judged = answer_eval.load_answer_set(dataset_dir)
+        async with local_services(settings) as services:
+            docs = Dataset(dataset_dir, {}, {}, {}).corpus()
+            await ingest_with_progress(services, docs, "auto")
+            ask = answer_eval.asker(services.answerer, sources=settings.llm.sources)
+            return await answer_eval.run_answers(ask, judged)
+
+    try:
+        report = asyncio.run(run())
+    finally:
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
+    _save(report, dataset_dir.name, "auto", "answers")
+    if as_json:
+        typer.echo(json.dumps(report, indent=2, ensure_ascii=False))
+        return
+    table = Table("figure", "value", title=f"{dataset_dir.name} · answers")
+    for row in answer_eval.table_rows(report):
+        table.add_row(*row)
     Console().print(table)
 
 
