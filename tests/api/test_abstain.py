@@ -111,7 +111,7 @@ def test_the_stream_declines_too(client: TestClient) -> None:
 
 
 def test_chat_declines_with_the_sentence_and_no_sources(client: TestClient) -> None:
-    for query, language in (("What is NSFNET?", "en"), ("乌石渔港在哪里？", "zh")):
+    for query, language in (("What is NSFNET?", "en"), ("hi", "en"), ("乌石渔港在哪里？", "zh")):
         body = client.post(
             "/v1/chat/completions",
             json={"model": "rag-router", "messages": [{"role": "user", "content": query}]},
