@@ -79,4 +79,6 @@ def filters_to_json(filters: Filters) -> dict[str, Any]:
                 for name, v in (("gte", r.gte), ("lte", r.lte), ("gt", r.gt), ("lt", r.lt))
                 if v is not None
             }
+            if filters.soft(key):  # implied from the query: a document without the field passes
+                out[key]["or_missing"] = True
     return out

@@ -30,6 +30,7 @@ from rag_router.search.fuse import Fused, FusionName, Hit, fuse
 from rag_router.search.relax import Run, retrieve_routed
 from rag_router.search.retrieve import Retrieved
 from rag_router.search.route import Policy, Route, RouteName, plan
+from rag_router.search.soft import rank_undated_after
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +154,7 @@ class Searcher:
         with _timer(timings, "fetch"):
             hits, failed = await self._hydrate(fused, deadline)
         run.retrieved.unavailable.extend(t for t in failed if t not in run.retrieved.unavailable)
+        hits = rank_undated_after(hits, run.filters, self._policy.undated_factor, run.reasons)
         timings["total"] = (time.perf_counter() - started) * 1000
         self._metrics.observe_search(run.tiers, timings, run.retrieved.unavailable)
         log.info(

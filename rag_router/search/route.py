@@ -9,8 +9,11 @@ The policy (weights, the cascade threshold, the clause field) is data: prompts/r
     identifiers, quoted phrases   → more weight on the lexical leg; both tiers
     nothing of the above          → cascade: hot first, cold only when hot's best match is weak
 
-Implied filters are soft (dropped, and said so, when they leave nothing); filters given in the
-request are never dropped and win over implied ones on the same field.
+Implied filters are soft: an implied time filter keeps the documents that carry no date (one
+dated only in its text) and ranks them after the dated matches (``Filters.or_missing``,
+rag_router/search/soft.py); any implied filter is dropped, and said so, when it leaves nothing.
+Filters given in the request are never softened nor dropped, and win over implied ones on the
+same field.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ class Policy:
     foreign_dense_weight: float = 0.0
     min_hits_with_implied_filters: int = 1
     relax_first: tuple[str, ...] = ("section", "law")
+    undated_factor: float = 0.8  # an undated hit kept by an implied time filter: its score × this
 
     @classmethod
     def load(cls, path: Path = PROMPTS / "routing.yaml") -> Policy:
@@ -134,10 +138,15 @@ def _implied_time(features: QueryFeatures, explicit: Filters, reasons: list[str]
     if explicit.date is not None or explicit.year is not None:
         reasons.append(f"explicit time filter wins over the implied {key} filter")
         return explicit
-    reasons.append(f"implied {key} filter {_show(implied)}")
-    if key == "date":
-        return dataclasses.replace(explicit, date=implied)
-    return dataclasses.replace(explicit, year=implied)
+    reasons.append(f"implied {key} filter {_show(implied)}, undated documents kept")
+    soft = frozenset({"year", "date"})
+    if key == "year":
+        return dataclasses.replace(explicit, year=implied, or_missing=soft)
+    # A document with a year and no date must still be in the range's years.
+    years = Range(
+        gte=implied.gte.year if implied.gte else None, lte=implied.lte.year if implied.lte else None
+    )
+    return dataclasses.replace(explicit, date=implied, year=years, or_missing=soft)
 
 
 def _implied_clause(features: QueryFeatures, filters: Filters, policy: Policy, reasons: list[str]) -> Filters:
@@ -168,6 +177,9 @@ def _tiers(
     if lo is not None or hi is not None:
         if hi is not None and hi < window_start:
             reasons.append(f"time range ends before the hot window ({window_start}) → cold")
+            if filters.or_missing:  # undated documents are placed hot
+                reasons.append("undated documents are hot → hot too")
+                return ("hot", "cold"), False
             return ("cold",), False
         if lo is not None and lo >= window_start:
             reasons.append(f"time range inside the hot window (from {window_start}) → hot")

@@ -56,7 +56,7 @@ def test_a_backwards_range_is_reported_in_the_reason() -> None:
         today=today,
         hot_window_days=365,
     )
-    assert "backwards" in route.reason and route.tiers == ("cold",)
+    assert "backwards" in route.reason and route.tiers == ("hot", "cold")  # undated documents are hot
 
 
 def test_policy_is_data() -> None:
