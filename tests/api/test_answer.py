@@ -260,3 +260,12 @@ def test_a_json_answer_that_turns_into_prose_is_stopped_early(
     tokens = [d for k, d in events if k == "token"]
     assert events[-1][1]["mode"] == "extractive" and events[-1][1]["degraded"] is True
     assert 0 < len(tokens) < len(words(prose))  # cut off well before the model finished
+
+
+def test_nothing_relevant_declines_without_calling_the_model(
+    client: TestClient, llm: tuple[ScriptedLLM, str]
+) -> None:
+    llm[0].play(Step(words("NSFNET was a network [1].")))
+    body, _ = ask(client, "What is NSFNET?")
+    assert body["abstained"] and body["citations"] == [] and body["answer_json"] is None
+    assert llm[0].requests == []  # no sources worth a call
