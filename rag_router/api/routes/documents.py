@@ -21,7 +21,8 @@ from rag_router.api.schemas import (
     DocumentsResponse,
 )
 from rag_router.errors import NotFound, PayloadTooLarge
-from rag_router.listing import MAX_LIMIT, document_query, list_documents
+from rag_router.listing import MAX_LIMIT, document_query
+from rag_router.listing import list_documents as list_merged
 from rag_router.services import Services, service_error
 
 router = APIRouter()
@@ -82,7 +83,7 @@ async def list_documents(
         title_prefix=title_prefix,
     )
     try:
-        listing = await list_documents(svc.tiers, query, tier)
+        listing = await list_merged(svc.tiers, query, tier)
     except Exception as exc:
         raise service_error(exc) or exc from exc
     return DocumentList(
