@@ -87,10 +87,13 @@ def test_every_store_command_goes_through_the_running_server(env: Path) -> None:
         assert "moved 1" in run("retier")
         moved = httpx.get(f"http://127.0.0.1:{port}/v1/documents/old-1").json()
         assert moved["tiers"] == ["cold"]
-        detached = run("ingest", str(folder / "fees.html"), "--detach")
-        job_id = re.search(r"job ([0-9a-f]{32})", detached)
-        assert job_id is not None
-        assert re.search(r"(cancelling|cancelled|done)", run("jobs", "cancel", job_id.group(1)))
+        detached = runner.invoke(app, ["ingest", str(folder / "fees.html"), "--detach"])
+        assert detached.exit_code == 0, detached.output
+        # stdout: the job id alone (JOB=$(rag-router ingest … --detach) captures it); the hint: stderr
+        assert re.fullmatch(r"[0-9a-f]{32}\n", detached.stdout), detached.output
+        job_id = detached.stdout.strip()
+        assert f"rag-router jobs follow {job_id}" in " ".join(detached.stderr.split())
+        assert re.search(r"(cancelling|cancelled|done)", run("jobs", "cancel", job_id))
         assert run("documents", "delete", "zoll.txt").startswith("deleted zoll.txt")
         # the in-process options mean the same through the server
         mapped = env / "mapped.jsonl"
