@@ -14,6 +14,10 @@ English and Chinese. Every feature keeps its character span in the query. Relati
     identifiers  "Regulation (EU) 2016/679", "Directive 95/46/EC", "C-131/12", "42 U.S.C. § 1983"
     quoted       “…”, "…", 「…」, 『…』
     recency      "latest", "recent", "最新", "近期", ...
+
+The question's instructions ("不超过30字", "in three bullet points", "用JSON回答，字段为 answer 和
+article") are cut first (rag_router/search/instructions.py): features are read from, and spans
+index, ``searched_text``, which is also what is embedded and searched.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 
 from indexers.text.structure import chinese_number
 from rag_router.search.clauses import CN_NUMBER, Clause, Law, Span, find_clauses, find_laws, overlaps
+from rag_router.search.instructions import find_instructions, strip_instructions
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +55,8 @@ class QueryFeatures:
     recency_span: Span | None = None
     domain: str | None = None
     notes: tuple[str, ...] = field(default=())
+    searched_text: str = ""  # the query without its instructions: what is embedded and searched
+    instructions: tuple[str, ...] = ()  # the spans cut from the query
 
     def to_json(self) -> dict[str, Any]:
         r = self.date_range
@@ -77,6 +84,8 @@ class QueryFeatures:
             "quoted": [text for text, _ in self.quoted],
             "recency": self.recency,
             "domain": self.domain,
+            "searched_text": self.searched_text,
+            "instructions": list(self.instructions),
         }
 
 
@@ -159,7 +168,10 @@ _LATIN_WORD = re.compile(r"[A-Za-z]+")
 
 
 def extract(query: str, *, today: dt.date, domains: dict[str, list[str]] | None = None) -> QueryFeatures:
-    """All features of ``query``; ``today`` anchors relative time, ``domains`` maps a domain to keywords."""
+    """All features of ``query`` less its instructions; ``today`` anchors relative time,
+    ``domains`` maps a domain to keywords."""
+    cut = find_instructions(query)
+    original, query = query, strip_instructions(query, cut)
     notes: list[str] = []
     identifiers = [(m.group(0).strip(), m.span()) for m in _IDENTIFIERS.finditer(query)]
     taken = [span for _, span in identifiers]
@@ -185,6 +197,8 @@ def extract(query: str, *, today: dt.date, domains: dict[str, list[str]] | None 
         recency_span=recency_match.span() if recency_match else None,
         domain=_domain(query, domains or {}),
         notes=tuple(notes),
+        searched_text=query,
+        instructions=tuple(original[a:b].strip() for a, b in cut) if query != original else (),
     )
 
 

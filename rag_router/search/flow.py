@@ -137,6 +137,7 @@ class Searcher:
 
         with _timer(timings, "features"):
             route = self.route(params)
+            params = dataclasses.replace(params, query=route.searched or params.query)  # no instructions
             foreign, language_reason = self._language_weights(route)
             terms = self._analyzer.query_terms(params.query) if "lexical" in params.legs else []
         weights = {**self._weights, **route.weights, **foreign}

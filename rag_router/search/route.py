@@ -76,6 +76,11 @@ class Route:
         return "; ".join(self.reasons)
 
     @property
+    def searched(self) -> str | None:
+        """The query less its instructions (None: no features were read)."""
+        return self.features.searched_text if self.features else None
+
+    @property
     def has_implied_filters(self) -> bool:
         return self.filters != self.relaxed
 
