@@ -18,13 +18,14 @@ from rag_router.search.fuse import Hit
 
 def rank_undated_after(hits: Sequence[Hit], filters: Filters, factor: float, reasons: list[str]) -> list[Hit]:
     """``hits`` with the undated ones' scores × ``factor``, re-sorted (stable); says so in
-    ``reasons`` when any was scaled. A hit is undated when it lacks every soft time field."""
+    ``reasons`` when any was scaled. A hit is undated when it lacks every soft time field.
+    When none is dated (a corpus without dates) there is nothing to rank them after: unchanged."""
     soft = [name for name in ("year", "date") if filters.soft(name)]
     if not soft or factor >= 1.0:
         return list(hits)
     scaled = [dataclasses.replace(h, score=h.score * factor) if _undated(h, soft) else h for h in hits]
     moved = sum(a is not b for a, b in zip(hits, scaled, strict=True))
-    if not moved:
+    if not moved or moved == len(hits):
         return list(hits)
     reasons.append(f"{moved} undated hit(s) kept by the implied time filter, score × {factor:g}")
     return sorted(scaled, key=lambda h: -h.score)
