@@ -227,6 +227,8 @@ def test_a_clause_reference_routes_to_that_article(client: TestClient) -> None:
         "quoted",
         "recency",
         "domain",
+        "searched_text",
+        "instructions",
     }
     assert features["clauses"] == [
         {"text": "Article 4", "number": 4, "path": [4], "span": [10, 19], "kind": "article", "sub": None}
@@ -240,8 +242,9 @@ def test_recency_keeps_to_hot_and_years_go_cold(client: TestClient) -> None:
     recent = client.post("/v1/search", json={"query": "latest release notes"}).json()
     assert recent["route"]["tiers"] == ["hot"] and all(h["tier"] == "hot" for h in recent["hits"])
     old = client.post("/v1/search", json={"query": "rights proclaimed in 1948"}).json()
-    assert old["route"]["tiers"] == ["cold"] and old["route"]["filters"] == {
-        "year": {"gte": 1948, "lte": 1948}
+    # an implied year is soft: undated documents (placed hot) pass it, so hot is searched too
+    assert old["route"]["tiers"] == ["hot", "cold"] and old["route"]["filters"] == {
+        "year": {"gte": 1948, "lte": 1948, "or_missing": True}
     }
     assert old["hits"] and all(h["metadata"]["year"] == 1948 for h in old["hits"])
 
