@@ -8,7 +8,7 @@ with the floor off (every hit counts) and record, per question, the best raw den
 the best BM25 among the hits (and the dense leg's weight: 0 where the embedder does not read
 the query's language). Then, offline, for each threshold: the share of out-of-corpus questions
 declined and of answerable ones declined. The questions are split in two halves by a hash of
-the query id: the defaults (dense, lexical beside dense, lexical alone: rag_router/answer/floor.py)
+the query id: the defaults (dense, lexical beside dense, lexical alone: rag_router/search/floor.py)
 are chosen on half "a" — the most out-of-corpus questions declined (mean over the sets) while
 no set declines more than ``--max-false`` of its answerable ones, then the fewest of those —
 and reported on half "b" too. ``--signals FILE`` reuses the per-question rows of an earlier run.

@@ -31,12 +31,12 @@ from indexers.tiers.base import StoreTier, Tier, TierError, TierUnavailable
 from indexers.tiers.disk import DiskGuard, disk_full
 from indexers.tiers.local_cold import LocalColdTier
 from indexers.tiers.qdrant_edge import QdrantEdgeTier
-from rag_router.answer.floor import Floor
 from rag_router.answer.flow import Answerer
 from rag_router.answer.llm import LLMClient
 from rag_router.errors import BackendUnavailable, InsufficientStorage, RagError
 from rag_router.faults import Failpoints, FaultyEmbedder, FaultyTier
 from rag_router.metrics import Metrics
+from rag_router.search.floor import Floor
 from rag_router.search.flow import Searcher
 from rag_router.search.route import Policy
 from rag_router.settings import PROMPTS, Settings, shared_store

@@ -154,7 +154,7 @@ class RetrievalSettings(BaseModel):
     )
     dense_weight: float = Field(1.0, ge=0)
     lexical_weight: float = Field(1.0, ge=0)
-    # The relevance floor (rag_router/answer/floor.py; the curve: bench/results/answer-floor.json):
+    # The relevance floor (rag_router/search/floor.py; the curve: bench/results/answer-floor.json):
     # a hit is relevant when a weighted leg scores it at or above its floor; with none relevant,
     # /v1/answer declines ("nothing relevant is stored").
     floor_dense: float = Field(0.4, ge=-1, le=1, description="dense cosine a relevant hit reaches (-1: off)")

@@ -21,11 +21,11 @@ from indexers.records import StoredChunk, TierName, Vector
 from indexers.text.lexical import Analyzer
 from indexers.tiers.base import SearchTier
 from indexers.tiers.query import LEGS, Filters, HitRef, Leg, SearchQuery
-from rag_router.answer.floor import Floor, Relevance
 from rag_router.errors import BackendUnavailable, InvalidRequest
 from rag_router.metrics import Metrics
 from rag_router.search.features import extract
 from rag_router.search.filters import filters_to_json
+from rag_router.search.floor import Floor, Relevance
 from rag_router.search.fuse import Fused, FusionName, Hit, fuse
 from rag_router.search.relax import Run, retrieve_routed
 from rag_router.search.retrieve import Retrieved

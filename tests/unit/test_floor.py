@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from indexers.records import StoredChunk
-from rag_router.answer.floor import Floor
+from rag_router.search.floor import Floor
 from rag_router.search.fuse import Hit, LegScore
 
 FLOOR = Floor(dense=0.4, lexical=2.0, lexical_alone=0.5)
