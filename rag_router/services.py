@@ -334,6 +334,7 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         llm=build_llm(settings, metrics),
         timeout_s=settings.llm.timeout_s,
         context_tokens=settings.llm.context_tokens,
+        max_tokens=settings.llm.max_tokens,
     )
     return Services(
         settings=settings,

@@ -57,6 +57,15 @@ class LLMSettings(BaseModel):
     max_retries: int = Field(2, ge=0, description="retries before the first token (408/409/429/5xx)")
     context_tokens: int = Field(8192, ge=512, description="the model's context window (vLLM --max-model-len)")
     sources: int = Field(5, ge=1, le=20, description="top hits given to the model as numbered sources")
+    max_tokens: int = Field(512, ge=8, description="answer tokens when the question states no limit")
+    # `rag-router llm serve` (the local-llm extra): llama.cpp's server on one GGUF, for machines
+    # without a GPU server; vLLM or any OpenAI-compatible server is the production path
+    local_model: Path | None = Field(None, description="GGUF to serve; unset → the packaged SmolLM2-135M")
+    local_ctx: int = Field(2048, ge=256, description="llama.cpp context (tokens, shared by its slots)")
+    local_threads: int = Field(1, ge=1, description="llama.cpp threads (1 stays fast on a busy machine)")
+    local_parallel: int = Field(1, ge=1, description="llama.cpp slots: concurrent answers")
+    local_port: int = Field(8081, ge=1, le=65535, description="port of the local model's server")
+    local_alias: str = Field("local", description="model name the local server answers to")
 
 
 class EmbeddingSettings(BaseModel):

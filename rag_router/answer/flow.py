@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from indexers.text.lexical import Analyzer
 from rag_router.answer.extractive import canned, extractive_answer
-from rag_router.answer.llm import Completion, LLMClient, LLMError
+from rag_router.answer.llm import Completion, LLMClient, LLMContextExceeded, LLMError
 from rag_router.answer.parse import parse_citations, parse_json
 from rag_router.answer.prompting import (
     CompiledPrompt,
@@ -72,6 +72,7 @@ class Answerer:
         llm: LLMClient | None,
         timeout_s: float,
         context_tokens: int,
+        max_tokens: int = 512,
     ) -> None:
         self._searcher = searcher
         self._analyzer = analyzer
@@ -79,10 +80,14 @@ class Answerer:
         self.llm = llm
         self._timeout = timeout_s
         self._context = context_tokens
+        self._max_tokens = max_tokens
 
     async def _prepare(self, params: AnswerParams) -> tuple[SearchOutcome, CompiledPrompt, float]:
         deadline = time.monotonic() + self._timeout  # one deadline: the search's share comes from it
         outcome = await self._searcher.search(replace(params.search, deadline=deadline))
+        return outcome, self._compile(params, outcome), deadline
+
+    def _compile(self, params: AnswerParams, outcome: SearchOutcome) -> CompiledPrompt:
         # only hits that cleared the relevance floor are sources: a hit that only a leg of weight
         # 0 returned (or that no leg scored high enough) is never quoted
         marks = outcome.relevance.marks if outcome.relevance else [True] * len(outcome.hits)
@@ -92,7 +97,7 @@ class Answerer:
             for n, h in enumerate(relevant[: params.sources], 1)
         ]
         features = outcome.route.features
-        prompt = compile_prompt(
+        return compile_prompt(
             params.search.query,
             sources,
             constraints=params.constraints,
@@ -100,8 +105,18 @@ class Answerer:
             count_tokens=self._count,
             context_tokens=self._context,
             schema=params.schema,
+            default_max_tokens=self._max_tokens,
         )
-        return outcome, prompt, deadline
+
+    def _refit(self, params: AnswerParams, outcome: SearchOutcome, exc: LLMContextExceeded) -> CompiledPrompt:
+        """The server's window is smaller than we were told (or its tokenizer counts more than ours):
+        remember a window that fits, with room for the tokenizers to disagree, and compile again."""
+        window = exc.n_ctx or self._context // 2
+        if exc.n_prompt and exc.n_ctx and exc.n_prompt > exc.n_ctx:
+            window = int(window * 0.85)
+        self._context = max(256, min(self._context - 1, window))
+        log.warning("the prompt was over the LLM's window; fitting sources to %d tokens", self._context)
+        return self._compile(params, outcome)
 
     async def answer(self, params: AnswerParams) -> AnswerOutcome:
         outcome, prompt, deadline = await self._prepare(params)
@@ -110,7 +125,17 @@ class Answerer:
         if self.llm is None or not prompt.sources:
             return self._extractive(outcome, prompt, params.search.query, None)
         try:
-            completion = await self.llm.complete(prompt.messages, deadline=deadline, **_llm_params(prompt))
+            try:
+                completion = await self.llm.complete(
+                    prompt.messages, deadline=deadline, **_llm_params(prompt)
+                )
+            except LLMContextExceeded as exc:  # once: the refit prompt fits the window the server told
+                prompt = self._refit(params, outcome, exc)
+                if not prompt.sources:
+                    raise
+                completion = await self.llm.complete(
+                    prompt.messages, deadline=deadline, **_llm_params(prompt)
+                )
         except LLMError as exc:
             return self._extractive(outcome, prompt, params.search.query, exc)
         return await self._finish(outcome, prompt, completion, deadline, params.search.query)
@@ -132,12 +157,22 @@ class Answerer:
             return
         completion = Completion()
         try:
-            async for delta in self.llm.stream(
-                prompt.messages, deadline=deadline, result=completion, **_llm_params(prompt)
-            ):
-                if prompt.constraints.format == "json" and _hopeless_json(completion.text):
-                    raise LLMError("the output is prose, not the JSON object asked for")
-                yield "token", delta
+            for attempt in range(2):
+                try:
+                    async for delta in self.llm.stream(
+                        prompt.messages, deadline=deadline, result=completion, **_llm_params(prompt)
+                    ):
+                        if prompt.constraints.format == "json" and _hopeless_json(completion.text):
+                            raise LLMError("the output is prose, not the JSON object asked for")
+                        yield "token", delta
+                    break
+                except LLMContextExceeded as exc:  # raised before any token: safe to ask again
+                    if attempt:
+                        raise
+                    prompt = self._refit(params, outcome, exc)
+                    if not prompt.sources:
+                        raise
+                    completion = Completion()
         except LLMError as exc:
             yield "done", self._extractive(outcome, prompt, params.search.query, exc)
             return

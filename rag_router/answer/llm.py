@@ -21,6 +21,12 @@ Errors::
     ├── LLMTimeout           the deadline passed (including a hung stream)
     ├── LLMTruncated         finish_reason "length"
     └── LLMBadResponse       in-band error, missing [DONE], malformed event
+        └── LLMContextExceeded   the prompt is longer than the server's context window
+
+A prompt over the window is a 400 in two dialects: OpenAI's and vLLM's ``context_length_exceeded``
+(the window only in the message) and llama.cpp's ``exceed_context_size_error`` (with
+``n_prompt_tokens`` and ``n_ctx``). Both become ``LLMContextExceeded`` carrying the window when the
+server said it, so the caller can fit the sources to it and ask again.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import contextlib
 import json
 import logging
 import random
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -63,6 +70,41 @@ class LLMTruncated(LLMError):
 
 class LLMBadResponse(LLMError):
     pass
+
+
+class LLMContextExceeded(LLMBadResponse):
+    def __init__(self, message: str, n_ctx: int | None, n_prompt: int | None) -> None:
+        super().__init__(message)
+        self.n_ctx = n_ctx
+        self.n_prompt = n_prompt
+
+
+_WINDOW = re.compile(r"maximum context length is (\d+)")
+
+
+def context_exceeded(status: int, text: str) -> LLMContextExceeded | None:
+    """The error a server gives for a prompt over its window, in either dialect; else None."""
+    if status != 400:
+        return None
+    try:
+        error = json.loads(text).get("error")
+    except (json.JSONDecodeError, AttributeError):
+        return None
+    if not isinstance(error, dict):
+        return None
+    message = str(error.get("message") or "")
+    if error.get("type") == "exceed_context_size_error":
+        n_ctx, n_prompt = error.get("n_ctx"), error.get("n_prompt_tokens")
+    elif error.get("code") == "context_length_exceeded" or _WINDOW.search(message):
+        found = _WINDOW.search(message)
+        n_ctx, n_prompt = (int(found.group(1)) if found else None), None
+    else:
+        return None
+    return LLMContextExceeded(
+        f"the prompt is over the LLM's context window: {message[:200]}",
+        n_ctx if isinstance(n_ctx, int) else None,
+        n_prompt if isinstance(n_prompt, int) else None,
+    )
 
 
 class LLMMetrics(Protocol):
@@ -208,6 +250,8 @@ class LLMClient:
         except TimeoutError as exc:
             self._breaker.failure()
             raise LLMTimeout("the LLM did not finish within the deadline") from exc
+        except LLMContextExceeded:
+            raise  # our prompt was too long: the server is healthy
         except LLMError:
             self._breaker.failure()
             raise
@@ -245,6 +289,9 @@ class LLMClient:
                     return response
                 await response.aread()
                 await response.aclose()
+                exceeded = context_exceeded(response.status_code, response.text)
+                if exceeded is not None:
+                    raise exceeded
                 if response.status_code not in RETRY_STATUSES:
                     raise LLMBadResponse(f"LLM answered {response.status_code}: {response.text[:300]}")
                 reason = f"LLM answered {response.status_code}"

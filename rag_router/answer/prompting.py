@@ -219,13 +219,18 @@ def render(template: str, **values: Any) -> str:
     return _env().get_template(template).render(**values).strip()
 
 
-def json_schema(fields: Sequence[str]) -> dict[str, Any]:
-    """``response_format`` for vLLM's guided decoding (OpenAI's json_schema shape)."""
+def json_schema(fields: Sequence[str], max_tokens: int | None = None) -> dict[str, Any]:
+    """``response_format`` for guided decoding (OpenAI's json_schema shape; vLLM and llama.cpp
+    enforce it by grammar). Each string is bounded by the answer's token budget (~3 characters a
+    token, shared by the fields) so the object closes before ``max_tokens`` cuts it."""
     if not fields:
         return {"type": "json_object"}
+    string: dict[str, Any] = {"type": "string"}
+    if max_tokens:
+        string["maxLength"] = max(16, (max_tokens - 8 * len(fields)) * 3 // len(fields))
     schema = {
         "type": "object",
-        "properties": {f: {"type": "string"} for f in fields},
+        "properties": {f: dict(string) for f in fields},
         "required": list(fields),
     }
     return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
@@ -240,11 +245,12 @@ def compile_prompt(
     count_tokens: Callable[[Sequence[str]], list[int]],
     context_tokens: int = 4096,
     schema: Mapping[str, Any] | None = None,
+    default_max_tokens: int = DEFAULT_MAX_TOKENS,
 ) -> CompiledPrompt:
     """Messages for the chat model, with passages fitted to ``context_tokens`` minus the answer's budget."""
     found = parse_constraints(question)
     c = found.merged(constraints) if constraints else found
-    max_tokens = max_tokens_for(c)
+    max_tokens = min(max_tokens_for(c, default_max_tokens), max(16, context_tokens // 4))
     fence = secrets.token_hex(6)
     system = render(
         "system.j2",
@@ -274,7 +280,7 @@ def compile_prompt(
         response_format = (
             {"type": "json_schema", "json_schema": {"name": "answer", "schema": dict(schema)}}
             if schema
-            else json_schema(c.json_fields)
+            else json_schema(c.json_fields or ("answer",), max_tokens)
         )
     return CompiledPrompt(
         messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],

@@ -9,11 +9,12 @@ its HTTP API; with no server it opens the store in this process.
 - ``ingest.py``: ingest, in process, on Ray, or handed to ``upload.py`` (a server's jobs, jobs follow)
 - ``report.py``: an ingest's summary and progress bar, however it ran
 - ``evaluation.py``: eval, datasets
+- ``llm.py``: llm serve (a local model over the OpenAI API, llama.cpp)
 """
 
 from __future__ import annotations
 
-from rag_router.cli import evaluation, ingest, store, upload  # noqa: F401  (each registers its commands)
+from rag_router.cli import evaluation, ingest, llm, store, upload  # noqa: F401  (each registers its commands)
 from rag_router.cli.common import app
 
 __all__ = ["app"]

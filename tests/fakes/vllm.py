@@ -36,6 +36,7 @@ class Step:
     inband_error_after: int | None = None  # tokens sent before an in-band error event
     hang_after: int | None = None  # tokens sent before the server stops answering
     reset_after: int | None = None  # tokens sent before the connection is dropped
+    error: dict[str, Any] | None = None  # the error body of a non-200 status (default: vLLM's)
 
 
 def words(text: str) -> list[str]:
@@ -65,7 +66,11 @@ class ScriptedLLM:
         step = self._next()
         if step.status != 200:
             headers = {"Retry-After": step.retry_after} if step.retry_after else {}
-            error = {"object": "error", "message": f"scripted {step.status}", "code": step.status}
+            error = step.error or {
+                "object": "error",
+                "message": f"scripted {step.status}",
+                "code": step.status,
+            }
             return JSONResponse(error, status_code=step.status, headers=headers)
         return StreamingResponse(self._watched(step, body), media_type="text/event-stream")
 

