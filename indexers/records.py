@@ -37,6 +37,25 @@ DOC_HASH = "doc_hash"
 SYSTEM_METADATA = frozenset({"char_start", DOC_HASH})  # not the user's: hidden from a document's metadata
 
 
+MAX_ID_CHARS = 512
+_CONTROL = frozenset(chr(c) for c in (*range(0x20), 0x7F))
+
+
+def id_problem(doc_id: str) -> str | None:
+    """Why ``doc_id`` cannot be a document's id, or None. One rule for every way in (the API's
+    documents, files, JSONL records): an id is a URL path (``/v1/documents/{id}``) where "." and
+    ".." segments would be resolved away, a command-line argument (no NUL) and a field of
+    ``documents list``'s tab-separated lines, so a stored document can always be read and deleted."""
+    if len(doc_id) > MAX_ID_CHARS:
+        return f"id is {len(doc_id)} characters, over the {MAX_ID_CHARS} allowed"
+    if any(part in (".", "..") for part in doc_id.split("/")):
+        return 'id must not have "." or ".." as a path segment: it could not be fetched by URL'
+    bad = next((ch for ch in doc_id if ch in _CONTROL), None)
+    if bad is not None:
+        return f"id must not contain control characters (it has {bad!r}): it could not be typed or listed"
+    return None
+
+
 def content_hash(*parts: str) -> str:
     """A short, stable fingerprint of text (used for ids and change detection)."""
     digest = hashlib.blake2b(digest_size=16)

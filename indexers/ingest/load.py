@@ -29,7 +29,7 @@ from typing import IO, Any
 import numpy as np
 
 from indexers.ingest.formats import READERS, Unreadable, read_markdown
-from indexers.records import DEFAULT_TENANT, Document, content_hash
+from indexers.records import DEFAULT_TENANT, Document, content_hash, id_problem
 
 log = logging.getLogger(__name__)
 
@@ -285,6 +285,8 @@ def document_from_record(
     }
     doc_id = record.get(fields.id, record.get("_id"))
     doc_id = str(doc_id) if doc_id not in (None, "") else content_hash(title or "", text)
+    if (problem := id_problem(doc_id)) is not None:
+        return LoadFailure(source, problem)
     return Document(id=doc_id, text=text, title=title, metadata={**extra, **metadata}, tenant=tenant)
 
 
@@ -304,6 +306,8 @@ def load_file(path: Path, root: Path, options: LoadOptions = LoadOptions()) -> D
     if not parsed.text.strip():
         return LoadFailure(str(path), "no text in the file")
     doc_id = str(parsed.metadata.pop("id", "") or relative_id(path, root))
+    if (problem := id_problem(doc_id)) is not None:
+        return LoadFailure(str(path), problem)
     metadata = {"source": path.name, **parsed.metadata}
     return Document(
         id=doc_id,

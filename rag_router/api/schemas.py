@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.config import JsonDict
 
 from indexers.ingest.ledger import JobState
-from indexers.records import KEYWORD_FIELDS, parse_date
+from indexers.records import KEYWORD_FIELDS, MAX_ID_CHARS, id_problem, parse_date
 from rag_router.answer.flow import AnswerOutcome
 from rag_router.answer.prompting import Constraints
 from rag_router.search.flow import SearchOutcome
@@ -117,7 +117,9 @@ class SearchResponse(BaseModel):
 
 
 class DocumentIn(Strict):
-    id: str | None = Field(None, min_length=1, max_length=512, description="defaults to a content hash")
+    id: str | None = Field(
+        None, min_length=1, max_length=MAX_ID_CHARS, description="defaults to a content hash"
+    )
     text: str = Field(..., description="the document's text (may be empty when the document has a title)")
     title: str | None = Field(None, max_length=2048)
     metadata: dict[str, Any] = Field(
@@ -127,9 +129,10 @@ class DocumentIn(Strict):
     @field_validator("id")
     @classmethod
     def _addressable(cls, value: str | None) -> str | None:
-        """An id is a URL path (/v1/documents/{id}): "." and ".." segments would be resolved away."""
-        if value is not None and any(part in (".", "..") for part in value.split("/")):
-            raise ValueError('id must not have "." or ".." as a path segment: it could not be fetched by URL')
+        """The one id rule of every way in (``indexers.records.id_problem``)."""
+        problem = None if value is None else id_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("metadata")

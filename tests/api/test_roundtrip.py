@@ -89,6 +89,14 @@ def test_an_id_that_a_url_cannot_address_is_refused(client: httpx.Client, doc_id
     assert r.status_code == 422 and "path segment" in r.json()["error"]["message"]
 
 
+@pytest.mark.parametrize("doc_id", ["tab\tid", "line\nbreak", "nul\x00id", "del\x7fid"])
+def test_an_id_with_a_control_character_is_refused(client: httpx.Client, doc_id: str) -> None:
+    """A NUL cannot be typed as a command-line argument; a tab or line break splits a line of
+    `documents list`: such a document could be stored but never be named again."""
+    r = client.post("/v1/documents", json={"documents": [{"id": doc_id, "text": "x"}]})
+    assert r.status_code == 422 and "control characters" in r.json()["error"]["message"]
+
+
 def test_the_readme_file_id_is_fetched_and_deleted_with_or_without_escaping(client: httpx.Client) -> None:
     doc = {"id": "reports/2024/q1.pdf", "text": "Quarterly report.", "title": "Q1"}
     assert client.post("/v1/documents", json={"documents": [doc]}).status_code == 200

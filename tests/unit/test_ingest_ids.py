@@ -101,3 +101,31 @@ def test_a_run_against_a_server_leaves_out_what_an_earlier_batch_sent(tmp_path: 
         f"{folder}/c.jsonl:1",
     ]
     assert summary.failed == summary.documents == 3
+
+
+@pytest.mark.parametrize(
+    ("doc_id", "reason"),
+    [("..", "path segment"), ("a/./b", "path segment"), ("tab\there", "control"), ("nul\x00x", "control")],
+)
+def test_a_record_id_the_api_refuses_fails_with_its_line(tmp_path: Path, doc_id: str, reason: str) -> None:
+    """The API refuses these ids (a URL resolves "." away; a NUL cannot be typed, a tab breaks
+    `documents list`): read from a file they were stored unreachable, so they fail as a line."""
+    corpus = tmp_path / "odd.jsonl"
+    rows = [{"id": "fine/一 🚀 x?y#z", "text": "kept"}, {"id": doc_id, "text": "refused"}]
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    items = list(load_paths([corpus]))
+    assert isinstance(items[0], Document) and items[0].id == "fine/一 🚀 x?y#z"
+    assert isinstance(items[1], LoadFailure) and items[1].source.endswith("odd.jsonl:2")
+    assert reason in items[1].reason
+
+
+def test_a_file_whose_name_is_no_id_fails_and_an_overlong_front_matter_id_too(tmp_path: Path) -> None:
+    odd = tmp_path / "line\nbreak.txt"
+    odd.write_text("text", encoding="utf-8")
+    long = tmp_path / "long.md"
+    long.write_text(f"---\nid: {'x' * 513}\n---\nbody\n", encoding="utf-8")
+    failures = [i for i in load_paths([tmp_path]) if isinstance(i, LoadFailure)]
+    assert sorted(f.reason.split(" (")[0].split(":")[0] for f in failures) == [
+        "id is 513 characters, over the 512 allowed",
+        "id must not contain control characters",
+    ]
