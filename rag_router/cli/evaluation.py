@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the engines load when `eval` runs, not with every command's
     from indexers.tiers.query import Leg
     from rag_router.evaluate import Dataset
 
-datasets = typer.Typer(no_args_is_help=True, help="Public BEIR collections for `rag-router eval`.")
+datasets = typer.Typer(no_args_is_help=True, help="Public BEIR collections to evaluate on: list, fetch.")
 app.add_typer(datasets, name="datasets")
 
 _LEG_NAMES = ("bm25", "dense", "hybrid")

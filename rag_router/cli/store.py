@@ -25,8 +25,8 @@ Url = Annotated[
     str | None, typer.Option("--url", help="a running server (default: RAG_URL, or the data dir's)")
 ]
 
-documents = typer.Typer(no_args_is_help=True, help="Read or delete one stored document.")
-jobs = typer.Typer(no_args_is_help=True, help="Ingestion jobs: list, show, follow, cancel.")
+documents = typer.Typer(no_args_is_help=True, help="Stored documents: list, get, delete.")
+jobs = typer.Typer(no_args_is_help=True, help="Ingestion jobs: list, get, follow, cancel.")
 app.add_typer(documents, name="documents")
 app.add_typer(jobs, name="jobs")
 

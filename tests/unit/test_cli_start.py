@@ -82,6 +82,16 @@ def test_every_help_shows_flags_bare_and_lists_repeated() -> None:
     assert "<int range>" in query  # options that take a value keep their type
 
 
+@pytest.mark.parametrize("group", ["documents", "jobs", "datasets"])
+def test_a_group_help_names_its_commands(group: str) -> None:
+    """`rag-router --help` is where a new user learns `documents list` exists: a group's one line
+    names exactly the commands it has (it said "read or delete one" and "show" for `get`)."""
+    command = typer.main.get_command(app)
+    sub = command.commands[group]  # type: ignore[attr-defined]
+    named = re.findall(r"\b[a-z]+\b", (sub.help or "").split(":")[-1])
+    assert sorted(named) == sorted(sub.commands), (group, sub.help)
+
+
 def test_importing_the_cli_loads_no_engine_model_or_web_app() -> None:
     """`rag-router --help` starts fast because the commands load these only when they run."""
     heavy = ("torch", "numpy", "fastapi", "transformers", "onnxruntime", "qdrant_edge", "tantivy")
