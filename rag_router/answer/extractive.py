@@ -30,7 +30,8 @@ from functools import lru_cache
 import yaml
 
 from indexers.text.lexical import Analyzer
-from rag_router.answer.prompting import Constraints, Source, count_words, strip_constraints
+from rag_router.answer.prompting import Constraints, Source, count_words
+from rag_router.search.instructions import strip_instructions
 from rag_router.settings import PROMPTS
 
 DEFAULT_WORDS = 60  # an answer with no stated limit: the lead sentence and what completes it
@@ -64,7 +65,7 @@ class _Sentence:
 
 def extractive_answer(question: str, sources: Sequence[Source], c: Constraints, analyzer: Analyzer) -> str:
     language = "zh" if c.language == "zh" else c.language
-    wanted = set(analyzer.query_terms(strip_constraints(question))) or set(analyzer.query_terms(question))
+    wanted = set(analyzer.query_terms(strip_instructions(question))) or set(analyzer.query_terms(question))
     pool = _candidates(sources, wanted, analyzer)
     if not pool:
         return canned("no_sources", language)
