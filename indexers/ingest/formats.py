@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from indexers.text.structure import FRONT_MATTER
+
 log = logging.getLogger(__name__)
 # pypdf logs each repair of a malformed file as a WARNING ("incorrect startxref pointer"); the file
 # is read, or refused as Unreadable, either way, so only its errors are news to the user.
@@ -46,9 +48,6 @@ def read_text(data: bytes) -> Parsed:
     return Parsed(decode(data))
 
 
-_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL)
-
-
 def read_markdown(data: bytes) -> Parsed:
     """The file's whole text, as written (``documents get`` gives back what was stored, byte for
     byte); front matter (YAML between ``---`` lines) → metadata too, its ``title`` → the title,
@@ -57,7 +56,7 @@ def read_markdown(data: bytes) -> Parsed:
     text = decode(data)
     metadata: dict[str, Any] = {}
     body = 0
-    m = _FRONT_MATTER.match(text)
+    m = FRONT_MATTER.match(text)
     if m:
         try:
             front = yaml.safe_load(m.group(1))

@@ -166,6 +166,17 @@ _ANY_HEADING = re.compile(
 _LEVEL = {"chapter": 0, "article": 1, "amendment": 1, "section": 2}
 
 
+# YAML front matter: a Markdown file's first lines between "---" (or "...") lines. It is stored as
+# part of the file's text (byte for byte) and read into metadata; an answer never quotes it.
+FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL)
+
+
+def after_front_matter(text: str) -> str:
+    """``text`` without a leading YAML front-matter block (itself when it has none)."""
+    m = FRONT_MATTER.match(text)
+    return text[m.end() :] if m else text
+
+
 @dataclass(frozen=True, slots=True)
 class Section:
     start: int  # offset of the section's text in the document

@@ -30,6 +30,7 @@ from functools import lru_cache
 import yaml
 
 from indexers.text.lexical import Analyzer
+from indexers.text.structure import after_front_matter
 from rag_router.answer.prompting import Constraints, Source, count_words
 from rag_router.search.instructions import strip_instructions
 from rag_router.settings import PROMPTS
@@ -207,7 +208,7 @@ _ITEM = re.compile(
 def sentences(text: str) -> list[str]:
     """The sentences of ``text`` as an answer quotes them (the module docstring says where one ends)."""
     out: list[str] = []
-    for block in re.split(r"\n\s*\n", text):
+    for block in re.split(r"\n\s*\n", after_front_matter(text)):
         units: list[list[str]] = []
         for line in block.split("\n"):
             if not units or _ITEM.match(line) or heading(units[-1][-1]):

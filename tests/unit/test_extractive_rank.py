@@ -34,6 +34,18 @@ def ask(question: str, *texts: str) -> str:
     return extractive_answer(question, sources, parse_constraints(question), A)
 
 
+LEAVE = (
+    "---\ntitle: Leave Policy\nowner: HR\ntags: [leave, holidays]\n---\n"
+    "# Leave\n\nEvery employee has 25 days of paid leave a year. Unused days expire in March.\n"
+)
+
+
+def test_front_matter_is_never_quoted() -> None:
+    answer = ask("what does the handbook say about leave? in one sentence", LEAVE)
+    assert answer.startswith("Every employee has 25 days of paid leave a year."), answer
+    assert "---" not in answer and "title:" not in answer, answer
+
+
 def test_a_markdown_heading_is_never_quoted_even_in_one_sentence() -> None:
     answer = ask("What does the remote work policy say about security? in one sentence", POLICY)
     assert "#" not in answer and "Section 3 Security" not in answer, answer
