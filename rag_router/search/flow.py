@@ -298,8 +298,8 @@ class Searcher:
 
     def _fusion_reason(self, retrieved: Retrieved, weights: Mapping[str, float]) -> str:
         kinds = sorted({leg.rsplit(".", 1)[-1] for leg in retrieved.legs})
-        if len(kinds) < 2:
-            return ""
+        if len(kinds) < 2:  # the dense leg was not run (weight 0) or a single leg was asked for
+            return f"{kinds[0]} leg only, no fusion" if kinds else ""
         shown = ", ".join(f"{kind} {weights.get(kind, 1.0):g}" for kind in kinds)
         method = f"rrf k={self._rrf_k}" if self._fusion == "rrf" else self._fusion
         return f"fusion {method} ({shown})"

@@ -118,6 +118,7 @@ def test_a_query_whose_dense_weight_is_0_is_embedded_only_to_fill_in(client: Tes
     few = search("样本数据", 1)  # lexical hits enough for top_k 1: no embedding
     assert embedded == [] and few.hits[0].doc_id in {"yangben-1", "yangben-2"}
     assert "the query was not embedded" in "; ".join(few.reasons)
+    assert "lexical leg only, no fusion" in few.reasons  # the route says how it ranked, fused or not
     many = search("样本数据", 6)  # fewer lexical hits than 6: the dense leg fills in
     assert embedded == ["样本数据"] and len(many.hits) == 6
     assert [h.doc_id for h in many.hits][:1] == [few.hits[0].doc_id]
