@@ -17,7 +17,7 @@ from typing import Any, Literal
 from indexers.text.lexical import Analyzer
 from rag_router.answer.extractive import canned, extractive_answer
 from rag_router.answer.llm import Completion, LLMClient, LLMContextExceeded, LLMError
-from rag_router.answer.parse import parse_citations, parse_json
+from rag_router.answer.parse import Grounded, ground, parse_citations, parse_json
 from rag_router.answer.prompting import (
     CompiledPrompt,
     Constraints,
@@ -32,6 +32,11 @@ log = logging.getLogger(__name__)
 
 Mode = Literal["llm", "extractive"]
 JSON_PROSE_LIMIT = 300  # characters of output with no "{" yet: a JSON answer is not coming
+# lines of the user template a model may echo (the system message's lines are taken as rendered)
+_TEMPLATE_LINES = (
+    "Reply with one JSON object and nothing else",
+    "Put source numbers such as [1] inside the string values they support.",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,12 +204,50 @@ class Answerer:
                 return self._extractive(
                     outcome, prompt, question, LLMError(f"unparseable JSON: {parsed.error}")
                 )
-            result.answer_json = parsed.value
-            text = _json_text(parsed.value)
+            value = dict(parsed.value)
+            if isinstance(value.get("answer"), str):  # the prose field; the others are data
+                grounded = self._ground(prompt, value["answer"])
+                value["answer"] = grounded.text
+            else:
+                grounded = self._ground(prompt, _json_text(value))
+            if not grounded.grounded or not grounded.text:
+                return self._ungrounded(outcome, prompt, question, grounded)
+            result.answer_json = value
+            text = _json_text(value)
         else:
-            text, result.trimmed = enforce_limits(text, prompt.constraints)
+            grounded = self._ground(prompt, text)
+            if not grounded.grounded or not grounded.text:
+                return self._ungrounded(outcome, prompt, question, grounded)
+            text, result.trimmed = enforce_limits(grounded.text, prompt.constraints)
+        if grounded.attributed:
+            result.notes.append(
+                f"{grounded.attributed} citation(s) attributed after generation by term overlap "
+                "with the sources (the model did not write them)"
+            )
         result.answer = text
         self._cite(result, prompt, text)
+        return result
+
+    def _ground(self, prompt: CompiledPrompt, text: str) -> Grounded:
+        sources = [f"{s.title or ''} {s.text}" for s in prompt.sources]
+        lines = [*prompt.messages[0]["content"].splitlines(), *_TEMPLATE_LINES]
+        grounded = ground(text, sources, self._analyzer, lines)
+        if grounded.leaked:
+            log.warning("removed %d sentence(s) of prompt text from the answer", len(grounded.leaked))
+        return grounded
+
+    def _ungrounded(
+        self, outcome: SearchOutcome, prompt: CompiledPrompt, question: str, grounded: Grounded
+    ) -> AnswerOutcome:
+        """No sentence of the model's answer is supported by a source: it is not shown as a
+        grounded answer; the quoted sentences are, marked degraded, with the reason."""
+        result = self._extractive(
+            outcome,
+            prompt,
+            question,
+            LLMError(f"no source supports the model's answer ({grounded.claims} claim(s), none cited)"),
+        )
+        result.notes.append("the model's answer was not supported by the sources; quoted them instead")
         return result
 
     async def _self_repair(self, prompt: CompiledPrompt, broken: str, error: str, deadline: float) -> Any:

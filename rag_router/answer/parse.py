@@ -7,14 +7,23 @@ then spend one self-repair call on it (``prompts/templates/repair.j2``).
 
 Citations: ``[n]``, ``[n, m]``, ``[n-m]`` (and full-width brackets) → source numbers; numbers
 outside 1..n are dropped and reported.
+
+Grounding (``ground``): citations cannot depend on a model remembering to write them (SmolLM2-135M
+wrote ``[n]`` in one answer in ten). After generation, each answer sentence without a valid
+marker is attributed to the source holding most of its analysed terms, when that source holds at
+least ``SUPPORT`` of them, and gets its marker; a sentence that repeats the prompt's own lines
+(the rules, the delimiters, "Question: …") is removed, never shown. The caller learns how many
+sentences made a claim and how many a source supports: an answer with claims and no support is
+not presented as grounded.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import json5
 import json_repair
@@ -113,3 +122,113 @@ def parse_citations(text: str, n_sources: int) -> Citations:
             for n in numbers:
                 (seen if 1 <= n <= n_sources else dropped)[n] = None
     return Citations(list(seen), list(dropped))
+
+
+# grounding -----------------------------------------------------------------------------------
+
+SUPPORT = 0.5  # share of a sentence's analysed terms a source must hold to support it
+LEAK = 0.6  # share of a prompt line's words an answer sentence repeats to count as leaked
+_LEAK_MIN_WORDS = 4  # shorter prompt lines ("Rules:") leak only when repeated whole
+
+_ANSWER_SENTENCE = re.compile(r"[^.!?。！？\n]*(?:[.!?。！？]+(?:\s*[\[［【][^\]］】]*[\]］】])*|$)")
+_PROMPT_MARKUP = re.compile(
+    r"<\s*/?\s*sources\b|^\s*(?:question|(?:the\s+)?rules(?:\s+are)?)\s*:", re.IGNORECASE
+)
+_WORD = re.compile(r"\w+")
+_SPACED_CITATION = re.compile(r"\s*" + _CITATION.pattern)
+_END_PUNCT = re.compile(r"([.!?。！？]+)$")
+_CJK_CHAR = re.compile(r"[\u3400-\u9fff]")
+
+
+class TermAnalyzer(Protocol):
+    def terms(self, text: str) -> list[str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Grounded:
+    text: str  # the answer without leaked prompt lines, each supported sentence cited
+    claims: int  # sentences with analysed terms (not "Yes.")
+    supported: int  # ... of them cited: by the model with a valid number, or attributed here
+    attributed: int  # markers added here
+    leaked: list[str] = field(default_factory=list)  # sentences removed as prompt text
+
+    @property
+    def grounded(self) -> bool:
+        return self.claims == 0 or self.supported > 0
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text)}
+
+
+def _leaks(sentence: str, prompt_lines: Sequence[set[str]]) -> bool:
+    if _PROMPT_MARKUP.search(sentence):
+        return True
+    words = _words(sentence)
+    for line in prompt_lines:
+        if len(line) < _LEAK_MIN_WORDS:
+            if line and line <= words and len(words) <= len(line) + 1:
+                return True
+        elif len(line & words) >= LEAK * len(line) and len(line & words) >= LEAK * len(words):
+            return True  # mostly the prompt line, and mostly of it (a long answer is not a leak)
+    return False
+
+
+def _cite(sentence: str, n: int) -> str:
+    """``[n]`` before the sentence's closing punctuation, with no space before it in Chinese."""
+    body = sentence.rstrip()
+    end = _END_PUNCT.search(body)
+    stem, punct = (body[: end.start()], end.group(1)) if end else (body, "")
+    space = "" if _CJK_CHAR.search(stem[-1:] or "") else " "
+    return f"{stem}{space}[{n}]{punct}"
+
+
+def ground(
+    text: str, sources: Sequence[str], analyzer: TermAnalyzer, prompt_lines: Sequence[str] = ()
+) -> Grounded:
+    """Leaked prompt lines out, a marker on each sentence a source supports (``sources[i]`` is
+    number i + 1)."""
+    source_terms = [set(analyzer.terms(s)) for s in sources]
+    prompt_words = [w for w in (_words(line) for line in prompt_lines) if w]
+    lines_out: list[str] = []
+    claims = supported = attributed = 0
+    leaked: list[str] = []
+    for line in text.splitlines():
+        kept: list[str] = []
+        if line.strip() and _leaks(line, prompt_words):  # whole: "e.g." would split it
+            leaked.append(line.strip())
+            continue
+        for sentence in (m.group(0).strip() for m in _ANSWER_SENTENCE.finditer(line)):
+            if not sentence:
+                continue
+            if _leaks(sentence, prompt_words):
+                leaked.append(sentence)
+                continue
+            terms = set(analyzer.terms(_CITATION.sub(" ", sentence)))
+            if not terms:
+                kept.append(sentence)
+                continue
+            claims += 1
+            if parse_citations(sentence, len(sources)).numbers:
+                supported += 1
+            else:
+                best, share = _best_source(terms, source_terms)
+                if share >= SUPPORT:
+                    sentence = _cite(_SPACED_CITATION.sub("", sentence), best)
+                    supported += 1
+                    attributed += 1
+            kept.append(sentence)
+        if kept or not line.strip():
+            joiner = "" if _CJK_CHAR.search(line) else " "
+            lines_out.append(joiner.join(kept))
+    out = "\n".join(lines_out).strip()
+    return Grounded(out, claims, supported, attributed, leaked)
+
+
+def _best_source(terms: set[str], source_terms: Sequence[set[str]]) -> tuple[int, float]:
+    best, share = 0, 0.0
+    for n, held in enumerate(source_terms, 1):
+        found = len(terms & held) / len(terms)
+        if found > share:
+            best, share = n, found
+    return best, share

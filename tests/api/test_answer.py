@@ -269,3 +269,37 @@ def test_nothing_relevant_declines_without_calling_the_model(
     body, _ = ask(client, "What is NSFNET?")
     assert body["abstained"] and body["citations"] == [] and body["answer_json"] is None
     assert llm[0].requests == []  # no sources worth a call
+
+
+def test_an_answer_without_markers_is_cited_by_the_sources_that_support_it(
+    client: TestClient, llm: tuple[ScriptedLLM, str]
+) -> None:
+    """A small model rarely writes [n]: each sentence a source supports gets that source's number."""
+    llm[0].play(Step(words("Everyone has the right to education. Elementary education shall be free.")))
+    body, _ = ask(client, "What does the declaration say about the right to education?")
+    assert body["mode"] == "llm" and not body["degraded"]
+    assert (
+        body["answer"] == "Everyone has the right to education [1]. Elementary education shall be free [1]."
+    )
+    assert body["citations"][0]["doc_id"] == "udhr-art-26" and any("attributed" in n for n in body["notes"])
+
+
+def test_prompt_text_never_reaches_the_answer(client: TestClient, llm: tuple[ScriptedLLM, str]) -> None:
+    leaked = (
+        "The rules are: Use only the sources between the <sources> markers.\n"
+        "Cite every claim with the source number in square brackets, e.g. [1] or [2, 3].\n"
+        "Everyone has the right to education [1]."
+    )
+    llm[0].play(Step(words(leaked)))
+    body, _ = ask(client, "What does the declaration say about the right to education?")
+    assert body["mode"] == "llm" and body["answer"] == "Everyone has the right to education [1]."
+
+
+def test_an_answer_no_source_supports_is_not_presented_as_grounded(
+    client: TestClient, llm: tuple[ScriptedLLM, str]
+) -> None:
+    llm[0].play(Step(words("The moon is made of green cheese. Paris hosts the Olympic games.")))
+    body, _ = ask(client, "What does the declaration say about the right to education?")
+    assert body["mode"] == "extractive" and body["degraded"] is True
+    assert "cheese" not in body["answer"] and body["citations"][0]["doc_id"] == "udhr-art-26"
+    assert any("not supported" in n for n in body["notes"])
