@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import unicodedata
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
@@ -199,3 +200,16 @@ def _locked(data_dir: Path, exc: Exception) -> None:
     """Qdrant Edge's lock held by a process that left no ``serve.json``: one line, no traceback."""
     if "WouldBlock" in str(exc) or "lock" in str(exc).lower():
         fail(f"the data dir {data_dir} is open in another process ({exc}); stop it first")
+
+
+def visible(text: str) -> str:
+    """``text`` safe to print on a terminal: control and format characters (bidi overrides such as
+    U+202E, escape sequences, zero-width marks) shown as ``\\uXXXX``; line breaks and tabs kept.
+    A stored title or passage must not rewrite what the terminal shows around it."""
+    return "".join(
+        ch if ch in _KEPT or unicodedata.category(ch) not in ("Cc", "Cf") else f"\\u{ord(ch):04x}"
+        for ch in text
+    )
+
+
+_KEPT = frozenset("\n\t\u200d\u00ad")  # line breaks, tabs; the zero-width joiner of emoji; soft hyphens

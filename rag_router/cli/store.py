@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from rag_router.cli.common import api, app, console, fail, setup_logging, where
+from rag_router.cli.common import api, app, console, fail, setup_logging, visible, where
 from rag_router.client import ApiError, Client
 from rag_router.owner import current_owner, holding
 from rag_router.settings import get_settings, shared_store
@@ -130,8 +130,8 @@ def query(
         typer.echo(f"features: {json.dumps(response.route.features, ensure_ascii=False)}")
     for n, hit in enumerate(response.hits, 1):
         title = f" — {hit.title}" if hit.title else ""
-        typer.echo(f"[{n}] {hit.doc_id}{title} ({hit.tier}, score {hit.score:.4f})")
-        typer.echo(textwrap.indent(snippet(hit.text), "    "))
+        typer.echo(visible(f"[{n}] {hit.doc_id}{title} ({hit.tier}, score {hit.score:.4f})"))
+        typer.echo(textwrap.indent(visible(snippet(hit.text)), "    "))
 
 
 _IDEOGRAPH = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]")
@@ -185,9 +185,8 @@ def documents_get(
         typer.echo(json.dumps(body, ensure_ascii=False, indent=2))
         return
     title = f" — {body['title']}" if body.get("title") else ""
-    console.print(
-        f"[dim]{body['id']}{title} · {', '.join(body['tiers'])} · {len(body['chunks'])} chunks[/dim]"
-    )
+    header = f"{body['id']}{title} · {', '.join(body['tiers'])} · {len(body['chunks'])} chunks"
+    console.print(visible(header), style="dim", markup=False, highlight=False)
     typer.echo(body["text"], nl=False)  # byte for byte: no newline of ours after it
 
 
@@ -216,7 +215,7 @@ def documents_list(
         return
     for d in body["documents"]:  # tab-separated: one document a line, whole, for scripts
         fields = [d["id"], ",".join(d["tiers"]), str(d["chunks"]), d["date"] or "-", d["title"] or ""]
-        typer.echo("\t".join(fields))
+        typer.echo(visible("\t".join(fields)))
     shown = f"{len(body['documents'])} of {body['total']} documents"
     more = f"; next page: --cursor {body['next_cursor']}" if body["next_cursor"] else ""
     console.print(f"[dim]{shown}{more}[/dim]", highlight=False, soft_wrap=True)
