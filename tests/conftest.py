@@ -96,6 +96,26 @@ def loaded_app(
         yield client
 
 
+# A real model behind the answers: llama.cpp's server (xllamacpp) on the packaged SmolLM2-135M,
+# started once per run on a free loopback port. One thread and OMP_WAIT_POLICY=passive
+# (rag_router.cli.llm): a busy 2-core CI machine keeps 30-55 tokens/s where spinning OpenMP
+# threads fell to ~1 token/s. Two slots of LLM_SLOT_CTX tokens: a test that leaves a generation
+# running does not block the next one.
+LLM_SLOT_CTX = 1024
+
+
+@pytest.fixture(scope="session")
+def real_llm() -> Iterator[Any]:
+    from rag_router.cli.llm import LocalConfig, local_server, packaged_gguf
+    from tests.fakes.vllm import free_port
+
+    config = LocalConfig(
+        model=packaged_gguf(), ctx=2 * LLM_SLOT_CTX, threads=1, parallel=2, port=free_port(), alias="smollm2"
+    )
+    with local_server(config) as running:
+        yield running
+
+
 PG_URL_ENV = "RAG_TEST_PG_URL"
 
 

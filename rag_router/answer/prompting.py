@@ -221,13 +221,13 @@ def render(template: str, **values: Any) -> str:
 
 def json_schema(fields: Sequence[str], max_tokens: int | None = None) -> dict[str, Any]:
     """``response_format`` for guided decoding (OpenAI's json_schema shape; vLLM and llama.cpp
-    enforce it by grammar). Each string is bounded by the answer's token budget (~3 characters a
+    enforce it by grammar). Each string is bounded by the answer's token budget (~2 characters a
     token, shared by the fields) so the object closes before ``max_tokens`` cuts it."""
     if not fields:
         return {"type": "json_object"}
     string: dict[str, Any] = {"type": "string"}
     if max_tokens:
-        string["maxLength"] = max(16, (max_tokens - 8 * len(fields)) * 3 // len(fields))
+        string["maxLength"] = max(16, (max_tokens - 8 * len(fields)) * 2 // len(fields))
     schema = {
         "type": "object",
         "properties": {f: dict(string) for f in fields},

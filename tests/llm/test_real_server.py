@@ -22,12 +22,13 @@ from fastapi.testclient import TestClient
 from indexers.embed.embedder import SentenceTransformerEmbedder
 from indexers.records import Document
 from rag_router.answer.llm import LLMClient, LLMContextExceeded, LLMTruncated
+from rag_router.answer.prompting import json_schema
 from rag_router.api import create_app
 from rag_router.cli.llm import LocalConfig
 from rag_router.settings import Settings
+from tests.conftest import LLM_SLOT_CTX as SLOT_CTX
 from tests.conftest import doc_json
 from tests.fakes.vllm import serve
-from tests.llm.conftest import SLOT_CTX
 
 EDUCATION_Q = "What does the declaration say about the right to education?"
 
@@ -100,9 +101,25 @@ def test_a_real_stream_sends_tokens_then_done(client: TestClient) -> None:
     assert done["mode"] == "llm" and done["answer"] and done["usage"]["completion_tokens"] > 3
 
 
-def test_json_through_response_format_is_a_valid_object(client: TestClient) -> None:
+def test_json_through_response_format_is_a_valid_object(client: TestClient, real_llm: LocalConfig) -> None:
+    """The server enforces the schema: the object parses as sent, with every field a string."""
+    schema = json_schema(("answer", "article"), 128)
+
+    async def main() -> str:
+        llm = LLMClient(real_llm.base_url, real_llm.alias)
+        try:
+            messages = [{"role": "user", "content": "Which article of the declaration covers education?"}]
+            done = await llm.complete(
+                messages, deadline=time.monotonic() + 60, max_tokens=128, response_format=schema
+            )
+            return done.text
+        finally:
+            await llm.close()
+
+    value = json.loads(asyncio.run(main()))
+    assert set(value) == {"answer", "article"} and all(isinstance(v, str) for v in value.values())
+    # through the service: a valid answer_json whichever way the answer was written
     body = ask(client, "Which article covers education? Answer as JSON with fields answer")
-    assert body["mode"] == "llm", body
     assert isinstance(body["answer_json"], dict) and isinstance(body["answer_json"]["answer"], str)
 
 
