@@ -25,8 +25,11 @@ a short or cross-language question about it can score low on both legs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from rag_router.search.fuse import Hit, LegScore
 
@@ -41,15 +44,19 @@ class Floor:
         self,
         hits: Sequence[Hit],
         weights: Mapping[str, float],
-        terms: int,
+        terms: Sequence[str],
         named: Mapping[str, Sequence[str]] | None = None,
+        *,
+        sizes: Mapping[str, int],
     ) -> Relevance:
-        """``named``: the clause filters applied (field → values), from the question's own words."""
+        """``terms``: the query's distinct analysed terms; ``sizes``: chunks in each searched
+        tier (its largest IDF); ``named``: the clause filters applied (field → values), from
+        the question's own words."""
         best: dict[str, float] = {}
         marks = []
         alone = self.alone(hits, weights)
         for hit in hits:
-            scores = leg_scores(hit.legs, terms)
+            scores = leg_scores(hit.legs, len(terms), sizes)
             for kind, value in scores.items():
                 if weights.get(kind, 1.0) > 0:
                     best[kind] = max(best.get(kind, value), value)
@@ -71,15 +78,41 @@ class Floor:
         )
 
 
-def leg_scores(legs: Mapping[str, LegScore], terms: int) -> dict[str, float]:
+def max_idf(chunks: int) -> float:
+    """BM25's IDF of a term found in one chunk of ``chunks``: the largest any term has there."""
+    return math.log(1 + (max(chunks, 1) - 0.5) / 1.5)
+
+
+def leg_scores(legs: Mapping[str, LegScore], terms: int, sizes: Mapping[str, int]) -> dict[str, float]:
     """Leg kind → the hit's comparable score: the best over tiers ("hot.dense", "cold.dense");
-    lexical per distinct query term."""
+    lexical per distinct query term over the tier's largest IDF."""
     out: dict[str, float] = {}
     for name, leg in legs.items():
-        kind = name.rsplit(".", 1)[-1]
-        value = leg.score / max(terms, 1) if kind == "lexical" else leg.score
+        tier, _, kind = name.rpartition(".")
+        value = leg.score
+        if kind == "lexical":  # a tier of unknown size: per term only
+            value /= max(terms, 1) * (max_idf(sizes[tier]) if tier in sizes else 1.0)
         out[kind] = max(out.get(kind, value), value)
     return out
+
+
+class Sizes:
+    """Chunks per tier, for the IDF bound: counted at most every ``ttl_s`` (a count can cost a
+    scan; a store's size moves slowly against the floor's ~5 % steps)."""
+
+    def __init__(self, tiers: Mapping[Any, Any], ttl_s: float = 30.0) -> None:
+        self._tiers = tiers
+        self._ttl_s = ttl_s
+        self._seen: dict[str, tuple[float, int]] = {}
+
+    async def get(self, names: Iterable[str]) -> dict[str, int]:
+        now = time.monotonic()
+        for name in names:
+            seen = self._seen.get(name)
+            count = getattr(self._tiers.get(name), "count", None)  # a bare SearchTier has none
+            if (seen is None or now - seen[0] > self._ttl_s) and count is not None:
+                self._seen[name] = (now, int(await count()))
+        return {name: n for name, (_, n) in self._seen.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +138,7 @@ class Relevance:
         lexical = self.floor.lexical_alone if self.alone else self.floor.lexical
         for kind, floor, unit in (
             ("dense", self.floor.dense, "cosine"),
-            ("lexical", lexical, "BM25 per query term"),
+            ("lexical", lexical, "BM25 per query term / max IDF"),
         ):
             if kind in self.unweighted:
                 shown.append(f"{kind} weight 0, not counted")

@@ -25,7 +25,7 @@ from rag_router.errors import BackendUnavailable, InvalidRequest
 from rag_router.metrics import Metrics
 from rag_router.search.features import extract
 from rag_router.search.filters import filters_to_json
-from rag_router.search.floor import Floor, Relevance
+from rag_router.search.floor import Floor, Relevance, Sizes
 from rag_router.search.fuse import Fused, FusionName, Hit, fuse
 from rag_router.search.relax import Run, retrieve_routed
 from rag_router.search.retrieve import Retrieved
@@ -113,6 +113,7 @@ class Searcher:
         self._fusion: FusionName = fusion
         self._languages = languages  # the embedder's; None: any
         self._floor = floor  # None: every hit counts as relevant
+        self._sizes = Sizes(tiers)  # chunks per tier: the floor's lexical IDF bound
 
     def route(self, params: SearchParams) -> Route:
         today = self._today()
@@ -156,6 +157,7 @@ class Searcher:
             hits, failed = await self._hydrate(fused, deadline)
         run.retrieved.unavailable.extend(t for t in failed if t not in run.retrieved.unavailable)
         hits = rank_undated_after(hits, run.filters, self._policy.undated_factor, run.reasons)
+        sizes = await self._sizes.get(run.tiers) if self._floor else {}
         timings["total"] = (time.perf_counter() - started) * 1000
         self._metrics.observe_search(run.tiers, timings, run.retrieved.unavailable)
         log.info(
@@ -177,7 +179,7 @@ class Searcher:
             timings_ms=timings,
             unavailable=run.retrieved.unavailable,
             request_id=params.request_id,
-            relevance=self._floor.judge(hits, weights, len(terms), self._named(run.filters))
+            relevance=self._floor.judge(hits, weights, terms, self._named(run.filters), sizes=sizes)
             if self._floor
             else None,
         )

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from indexers.records import StoredChunk
-from rag_router.search.floor import Floor
+from rag_router.search.floor import Floor, Relevance, max_idf
 from rag_router.search.fuse import Hit, LegScore
 
 FLOOR = Floor(dense=0.4, lexical=2.0, lexical_alone=0.5)
@@ -14,38 +16,74 @@ def hit(**legs: float) -> Hit:
     return Hit(chunk, 0.5, "hot", {f"hot.{k}": LegScore(1, v) for k, v in legs.items()})
 
 
+def judge(
+    hits: Sequence[Hit],
+    weights: Mapping[str, float],
+    terms: int,
+    named: Mapping[str, Sequence[str]] | None = None,
+    sizes: Mapping[str, int] | None = None,
+) -> Relevance:
+    """``sizes``: chunks per tier; unknown (the default), lexical is BM25 per term alone."""
+    words = [f"t{i}" for i in range(terms)]
+    return FLOOR.judge(hits, weights, words, named, sizes=sizes or {})
+
+
 def test_a_hit_clears_on_either_weighted_leg() -> None:
-    judged = FLOOR.judge([hit(dense=0.45), hit(lexical=9.0), hit(dense=0.2, lexical=3.0)], {}, terms=3)
+    judged = judge([hit(dense=0.45), hit(lexical=9.0), hit(dense=0.2, lexical=3.0)], {}, terms=3)
     assert judged.marks == [True, True, False] and judged.any
 
 
 def test_lexical_is_judged_per_query_term() -> None:
     """BM25 9.0 over 3 terms is 3.0 per term (clears); over 6 terms 1.5 (does not)."""
-    assert FLOOR.judge([hit(dense=0.1, lexical=9.0)], {}, terms=3).any
-    assert not FLOOR.judge([hit(dense=0.1, lexical=9.0)], {}, terms=6).any
+    assert judge([hit(dense=0.1, lexical=9.0)], {}, terms=3).any
+    assert not judge([hit(dense=0.1, lexical=9.0)], {}, terms=6).any
 
 
 def test_a_zero_weight_leg_never_clears() -> None:
-    judged = FLOOR.judge([hit(dense=0.9)], {"dense": 0.0}, terms=2)
+    judged = judge([hit(dense=0.9)], {"dense": 0.0}, terms=2)
     assert judged.marks == [False]
     assert "dense weight 0" in judged.reason() and "declined" in judged.reason()
 
 
 def test_the_lexical_leg_alone_has_its_own_floor() -> None:
-    """1.0 per term: under the floor beside a weighted dense leg, over it where lexical judges alone."""
-    assert not FLOOR.judge([hit(dense=0.1, lexical=2.0)], {}, terms=2).any
-    assert FLOOR.judge([hit(dense=0.9, lexical=2.0)], {"dense": 0.0}, terms=2).marks == [True]
-    assert FLOOR.judge([hit(lexical=2.0)], {}, terms=2).any  # the dense leg returned nothing
+    """0.5 BM25 per term: under the floor beside a weighted dense leg, over it alone."""
+    assert not judge([hit(dense=0.1, lexical=2.0)], {}, terms=2).any
+    assert judge([hit(dense=0.9, lexical=2.0)], {"dense": 0.0}, terms=2).marks == [True]
+    assert judge([hit(lexical=2.0)], {}, terms=2).any  # the dense leg returned nothing
+
+
+def test_lexical_is_judged_against_the_largest_idf_of_the_store() -> None:
+    """The newcomer's case: the same match scores less BM25 in a small store (IDF grows with the
+    store), so BM25 per term declined an answerable question in a 35-document store; over the
+    store's largest IDF, ln(1 + (N - 0.5) / 1.5), the same match means the same in any size."""
+    small, large = max_idf(40), max_idf(4000)
+    assert small < large
+    match = 0.3  # per term, per unit of IDF: a hit holding ~a third of the question's terms
+    for chunks, idf in ((40, small), (4000, large)):
+        found = hit(lexical=match * idf * 4)
+        assert judge([found], {"dense": 0.0}, terms=4, sizes={"hot": chunks}).marks == [False]  # 0.3 < 0.5
+        strong = hit(lexical=0.6 * idf * 4)
+        assert judge([strong], {"dense": 0.0}, terms=4, sizes={"hot": chunks}).marks == [True]
+    assert not judge([hit(lexical=0.6 * small * 4)], {"dense": 0.0}, terms=4, sizes={"hot": 4000}).any
+
+
+def test_each_tier_is_normalised_by_its_own_size() -> None:
+    cold = StoredChunk("c", "d", "text", None, {}, "h")
+    both = Hit(cold, 0.5, "cold", {"hot.lexical": LegScore(1, 1.0), "cold.lexical": LegScore(1, 2.0)})
+    judged = judge([both], {"dense": 0.0}, terms=1, sizes={"hot": 10, "cold": 1_000_000})
+    assert judged.best["lexical"] == 1.0 / max_idf(10)  # hot's: larger once normalised
 
 
 def test_the_reason_names_the_best_scores_against_the_floor() -> None:
-    reason = FLOOR.judge([hit(dense=0.21, lexical=2.0), hit(dense=0.3)], {}, terms=2).reason()
-    assert "dense cosine 0.300 < 0.4" in reason and "lexical BM25 per query term 1.000 < 2" in reason
+    reason = judge([hit(dense=0.21, lexical=2.0), hit(dense=0.3)], {}, terms=2).reason()
+    assert (
+        "dense cosine 0.300 < 0.4" in reason and "lexical BM25 per query term / max IDF 1.000 < 2" in reason
+    )
 
 
 def test_the_clause_the_question_names_is_relevant_whatever_its_scores() -> None:
     named = StoredChunk("c", "d", "text", None, {"article": 18}, "h")
     other = StoredChunk("c2", "d2", "text", None, {"article": 19}, "h")
     hits = [Hit(c, 0.5, "hot", {"hot.dense": LegScore(1, 0.1)}) for c in (named, other)]
-    assert FLOOR.judge(hits, {}, terms=3, named={"article": ("18",)}).marks == [True, False]
-    assert FLOOR.judge(hits, {}, terms=3).marks == [False, False]
+    assert judge(hits, {}, terms=3, named={"article": ("18",)}).marks == [True, False]
+    assert judge(hits, {}, terms=3).marks == [False, False]
