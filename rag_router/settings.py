@@ -168,10 +168,13 @@ class RetrievalSettings(BaseModel):
     # /v1/answer declines ("nothing relevant is stored").
     floor_dense: float = Field(0.4, ge=-1, le=1, description="dense cosine a relevant hit reaches (-1: off)")
     floor_lexical: float = Field(
-        3.5, ge=0, description="BM25 per distinct query term a relevant hit reaches beside the dense leg"
+        0.77,
+        ge=0,
+        description="BM25 per distinct query term over the largest IDF (ln(1 + (N - 0.5) / 1.5), N chunks)"
+        " a relevant hit reaches beside the dense leg",
     )
     floor_lexical_alone: float = Field(
-        1.0, ge=0, description="... where the lexical leg judges alone (dense weight 0 or not searched)"
+        0.17, ge=0, description="... where the lexical leg judges alone (dense weight 0 or not searched)"
     )
 
 
