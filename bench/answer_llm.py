@@ -50,6 +50,7 @@ def pick(path: Path, per_kind: int) -> list[Judged]:
 
 async def ask_all(data: Path, questions: list[Judged], llm: dict[str, Any], sources: int) -> dict[str, Any]:
     rows = []
+    written = []  # the answers the model wrote (not declined, not fallen back to extractive)
     ttft: list[float] = []
     rates: list[float] = []
     fallbacks: Counter[str] = Counter()
@@ -68,6 +69,8 @@ async def ask_all(data: Path, questions: list[Judged], llm: dict[str, Any], sour
             ended = time.perf_counter()
             assert done is not None
             rows.append((judged, given(done)))
+            if done.mode == "llm":
+                written.append((judged, given(done)))
             if done.mode == "llm" and first is not None:
                 ttft.append(first - started)
                 if done.usage and ended > first:
@@ -81,6 +84,9 @@ async def ask_all(data: Path, questions: list[Judged], llm: dict[str, Any], sour
         report["ttft_s_p95"] = round(ttft[min(len(ttft) - 1, int(0.95 * len(ttft)))], 2)
         report["tokens_per_s"] = round(statistics.median(rates), 1) if rates else None
     report["llm_answers"] = len(ttft)
+    if written:
+        mine = score(written)
+        report["model_written"] = {k: mine[k] for k in ("gold@answer", "cite@gold", "queries")}
     report["fallbacks"] = dict(fallbacks)
     report.pop("by_kind", None)
     return report

@@ -73,3 +73,22 @@ def test_a_prompt_over_the_window_is_refitted_and_asked_once_more(
     first, second = (json.dumps(r["messages"]) for r in llm.requests)
     assert len(llm.requests) == 2 and len(second) <= len(first)
     assert second.count("[") <= first.count("[")  # no more sources than the first prompt
+
+
+def test_each_source_reaches_the_model_cut_to_what_the_question_needs(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder, fake: tuple[ScriptedLLM, str]
+) -> None:
+    """The sentence sharing most of the question's terms and one either side: the prompt (most of
+    the time to first token on a CPU) is short; the rest of the paragraph stays out."""
+    llm, url = fake
+    filler = [f"The harbour log for day {i} records calm water and routine traffic." for i in range(12)]
+    text = " ".join([*filler[:6], "The lighthouse keeper retired in 1931 after forty years.", *filler[6:]])
+    llm.play(Step(words("The lighthouse keeper retired in 1931 [1].")))
+    settings = Settings(data_dir=tmp_path, llm={"base_url": f"{url}/v1"})
+    with TestClient(create_app(settings, embedder=embedder)) as c:
+        assert c.post("/v1/documents", json={"documents": [{"id": "log", "text": text}]}).status_code == 200
+        body = c.post("/v1/answer", json={"query": "When did the lighthouse keeper retire?"}).json()
+    prompt = llm.requests[0]["messages"][1]["content"]
+    assert "retired in 1931" in prompt and "day 5 records" in prompt and "day 6 records" in prompt
+    assert "day 0 records" not in prompt and "day 11 records" not in prompt
+    assert body["mode"] == "llm" and body["citations"][0]["doc_id"] == "log"

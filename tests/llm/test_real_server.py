@@ -192,16 +192,24 @@ def test_a_client_that_leaves_cancels_the_real_generation(
             for line in r.iter_lines():
                 if line.startswith("event: token"):
                     break  # the model is generating; we leave
+            busy = _slots(real_llm)
         slots = _slots_when_idle(real_llm)
-    # a generation that ran on would have decoded up to 400 tokens; llama.cpp stopped it at the
-    # disconnect (its slot is free again and the task was cut short)
+    # caught mid-generation (a slot decoding, short of its 400 tokens), and the slot freed after
+    # we left: the service closed its upstream stream, which llama.cpp takes as a cancel
+    generating = [s for s in busy if s["is_processing"]]
+    assert generating and all(s["next_token"][0]["n_decoded"] < 400 for s in generating), busy
     assert not any(s["is_processing"] for s in slots)
+
+
+def _slots(llm: LocalConfig) -> list[dict[str, Any]]:
+    slots: list[dict[str, Any]] = httpx.get(f"http://{llm.host}:{llm.port}/slots", timeout=5).json()
+    return slots
 
 
 def _slots_when_idle(llm: LocalConfig) -> list[dict[str, Any]]:
     deadline = time.monotonic() + 60
     while True:
-        slots: list[dict[str, Any]] = httpx.get(f"http://{llm.host}:{llm.port}/slots", timeout=5).json()
+        slots = _slots(llm)
         if not any(s["is_processing"] for s in slots) or time.monotonic() > deadline:
             return slots
         time.sleep(0.05)
