@@ -46,7 +46,7 @@ def data_dir(
     return path
 
 
-def settings(data_dir: Path, llm: LocalConfig, **extra: Any) -> Settings:
+def settings(data_dir: Path, llm: LocalConfig, chunk_tokens: int = 200, **extra: Any) -> Settings:
     options = {
         "base_url": llm.base_url,
         "model": llm.alias,
@@ -56,7 +56,7 @@ def settings(data_dir: Path, llm: LocalConfig, **extra: Any) -> Settings:
         "timeout_s": 120,
         **extra,
     }
-    return Settings(data_dir=data_dir, llm=options)
+    return Settings(data_dir=data_dir, llm=options, chunk={"max_tokens": chunk_tokens})
 
 
 @pytest.fixture
@@ -165,13 +165,20 @@ def test_sources_over_the_real_window_are_refitted_to_it(
     docs = [
         {
             "id": f"edu-{t}",
-            "text": " ".join(f"Education policy on {t} says rule {i} applies to {t}." for i in range(60)),
+            # long sentences: each source stays long after it is cut to the question's sentences
+            "text": " ".join(
+                f"Education policy on {t} says "
+                + ", ".join(f"rule {j} applies to {t}" for j in range(20))
+                + "."
+                for _ in range(3)
+            ),
         }
         for t in topics
     ]
     with TestClient(
         create_app(
-            settings(tmp_path, real_llm, context_tokens=8192, sources=5, max_tokens=96), embedder=embedder
+            settings(tmp_path, real_llm, 400, context_tokens=8192, sources=5, max_tokens=96),
+            embedder=embedder,
         )
     ) as c:
         assert c.post("/v1/documents", json={"documents": docs}).status_code == 200
