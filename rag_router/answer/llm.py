@@ -252,6 +252,9 @@ class LLMClient:
             raise LLMTimeout("the LLM did not finish within the deadline") from exc
         except LLMContextExceeded:
             raise  # our prompt was too long: the server is healthy
+        except LLMTruncated:
+            self._breaker.success()  # it answered, at length: no reason to stop asking it
+            raise
         except LLMError:
             self._breaker.failure()
             raise

@@ -92,3 +92,23 @@ def test_each_source_reaches_the_model_cut_to_what_the_question_needs(
     assert "retired in 1931" in prompt and "day 5 records" in prompt and "day 6 records" in prompt
     assert "day 0 records" not in prompt and "day 11 records" not in prompt
     assert body["mode"] == "llm" and body["citations"][0]["doc_id"] == "log"
+
+
+def test_answers_cut_at_max_tokens_do_not_open_the_circuit_breaker(
+    tmp_path: Path,
+    embedder: SentenceTransformerEmbedder,
+    sample_docs: list[Document],
+    fake: tuple[ScriptedLLM, str],
+) -> None:
+    """A small model that runs long is answering, not failing: six truncations in a row (the
+    breaker opens after five failures) and the seventh question still reaches the model."""
+    llm, url = fake
+    answer = "Everyone has the right to education [1]."
+    llm.play(*[Step(words(answer), finish="length")] * 6, Step(words(answer)))
+    settings = Settings(data_dir=tmp_path, llm={"base_url": f"{url}/v1"})
+    with TestClient(create_app(settings, embedder=embedder)) as c:
+        assert (
+            c.post("/v1/documents", json={"documents": [doc_json(d) for d in sample_docs]}).status_code == 200
+        )
+        bodies = [c.post("/v1/answer", json={"query": "right to education?"}).json() for _ in range(7)]
+    assert [b["mode"] for b in bodies] == ["extractive"] * 6 + ["llm"] and len(llm.requests) == 7
