@@ -32,6 +32,8 @@ a short or cross-language question about it can score low on both legs.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,6 +41,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag_router.search.fuse import Hit, LegScore
+
+log = logging.getLogger(__name__)
+
+COUNT_S = 0.5  # a tier's count past this is skipped: the floor falls back to per-term BM25 for it
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,13 +119,22 @@ class Sizes:
         self._seen: dict[str, tuple[float, int]] = {}
 
     async def get(self, names: Iterable[str]) -> dict[str, int]:
+        """The sizes known for ``names`` (the tiers that answered this search). A count that fails
+        or takes over ``COUNT_S`` leaves the last size known (or none: plain per-term BM25 for that
+        tier); the search that asked is never failed or held up by it."""
         now = time.monotonic()
-        for name in names:
+        wanted = list(names)
+        for name in wanted:
             seen = self._seen.get(name)
             count = getattr(self._tiers.get(name), "count", None)  # a bare SearchTier has none
             if (seen is None or now - seen[0] > self._ttl_s) and count is not None:
-                self._seen[name] = (now, int(await count()))
-        return {name: n for name, (_, n) in self._seen.items()}
+                try:
+                    self._seen[name] = (now, int(await asyncio.wait_for(count(), COUNT_S)))
+                except Exception as exc:
+                    log.info(
+                        "floor: counting tier %s failed (%s); its lexical scores are per term", name, exc
+                    )
+        return {name: self._seen[name][1] for name in wanted if name in self._seen}
 
 
 @dataclass(frozen=True, slots=True)

@@ -157,7 +157,8 @@ class Searcher:
             hits, failed = await self._hydrate(fused, deadline)
         run.retrieved.unavailable.extend(t for t in failed if t not in run.retrieved.unavailable)
         hits = rank_undated_after(hits, run.filters, self._policy.undated_factor, run.reasons)
-        sizes = await self._sizes.get(run.tiers) if self._floor else {}
+        answered = [t for t in run.tiers if t not in run.retrieved.unavailable]
+        sizes = await self._sizes.get(answered) if self._floor else {}
         timings["total"] = (time.perf_counter() - started) * 1000
         self._metrics.observe_search(run.tiers, timings, run.retrieved.unavailable)
         log.info(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from indexers.records import StoredChunk
-from rag_router.search.floor import Floor, Relevance, max_idf
+from rag_router.search.floor import Floor, Relevance, Sizes, max_idf
 from rag_router.search.fuse import Hit, LegScore
 
 FLOOR = Floor(dense=0.4, lexical=2.0, lexical_alone=0.5)
@@ -87,3 +87,19 @@ def test_the_clause_the_question_names_is_relevant_whatever_its_scores() -> None
     hits = [Hit(c, 0.5, "hot", {"hot.dense": LegScore(1, 0.1)}) for c in (named, other)]
     assert judge(hits, {}, terms=3, named={"article": ("18",)}).marks == [True, False]
     assert judge(hits, {}, terms=3).marks == [False, False]
+
+
+async def test_a_tier_whose_count_fails_never_fails_the_search() -> None:
+    """A tier that is down for its count (the search already went on without it) leaves no size:
+    its lexical scores fall back to per term, and the other tier keeps its own."""
+
+    class Down:
+        async def count(self) -> int:
+            raise ConnectionError("hot is down")
+
+    class Up:
+        async def count(self) -> int:
+            return 40
+
+    sizes = Sizes({"hot": Down(), "cold": Up()})
+    assert await sizes.get(["hot", "cold"]) == {"cold": 40}
