@@ -44,7 +44,8 @@ from rag_router.search.fuse import Hit, LegScore
 
 log = logging.getLogger(__name__)
 
-COUNT_S = 0.5  # a tier's count past this is skipped: the floor falls back to per-term BM25 for it
+COUNT_S = 1.0  # a tier's count past this is skipped (the last size known stays)
+UNKNOWN_CHUNKS = 1000  # the size assumed for a tier not yet counted (the dev sets hold 300-700 chunks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +104,7 @@ def leg_scores(legs: Mapping[str, LegScore], terms: int, sizes: Mapping[str, int
     for name, leg in legs.items():
         tier, _, kind = name.rpartition(".")
         value = leg.score
-        if kind == "lexical":  # a tier of unknown size: per term only
+        if kind == "lexical":  # no size given (unit tests): per term only
             value /= max(terms, 1) * (max_idf(sizes[tier]) if tier in sizes else 1.0)
         out[kind] = max(out.get(kind, value), value)
     return out
@@ -119,21 +120,22 @@ class Sizes:
         self._seen: dict[str, tuple[float, int]] = {}
 
     async def get(self, names: Iterable[str]) -> dict[str, int]:
-        """The sizes known for ``names`` (the tiers that answered this search). A count that fails
-        or takes over ``COUNT_S`` leaves the last size known (or none: plain per-term BM25 for that
-        tier); the search that asked is never failed or held up by it."""
+        """Chunks in each of ``names`` (the tiers that answered this search). A count that fails or
+        takes over ``COUNT_S`` keeps the last size known, or ``UNKNOWN_CHUNKS`` (as does a tier
+        with no count): the search that asked is never failed, nor held up long, by it."""
         now = time.monotonic()
         wanted = list(names)
         for name in wanted:
             seen = self._seen.get(name)
+            if seen is not None and now - seen[0] <= self._ttl_s:
+                continue
             count = getattr(self._tiers.get(name), "count", None)  # a bare SearchTier has none
-            if (seen is None or now - seen[0] > self._ttl_s) and count is not None:
-                try:
-                    self._seen[name] = (now, int(await asyncio.wait_for(count(), COUNT_S)))
-                except Exception as exc:
-                    log.info(
-                        "floor: counting tier %s failed (%s); its lexical scores are per term", name, exc
-                    )
+            try:
+                size = UNKNOWN_CHUNKS if count is None else int(await asyncio.wait_for(count(), COUNT_S))
+            except Exception as exc:
+                log.info("floor: counting tier %s failed (%s): its last size stays", name, exc)
+                size = seen[1] if seen is not None else UNKNOWN_CHUNKS
+            self._seen[name] = (now, size)
         return {name: self._seen[name][1] for name in wanted if name in self._seen}
 
 

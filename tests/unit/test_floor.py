@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from indexers.records import StoredChunk
-from rag_router.search.floor import Floor, Relevance, Sizes, max_idf
+from rag_router.search.floor import UNKNOWN_CHUNKS, Floor, Relevance, Sizes, max_idf
 from rag_router.search.fuse import Hit, LegScore
 
 FLOOR = Floor(dense=0.4, lexical=2.0, lexical_alone=0.5)
@@ -90,8 +90,8 @@ def test_the_clause_the_question_names_is_relevant_whatever_its_scores() -> None
 
 
 async def test_a_tier_whose_count_fails_never_fails_the_search() -> None:
-    """A tier that is down for its count (the search already went on without it) leaves no size:
-    its lexical scores fall back to per term, and the other tier keeps its own."""
+    """A tier that fails its count gets the size assumed for an uncounted tier; the other tier
+    keeps its own, and nothing is raised into the search."""
 
     class Down:
         async def count(self) -> int:
@@ -102,4 +102,4 @@ async def test_a_tier_whose_count_fails_never_fails_the_search() -> None:
             return 40
 
     sizes = Sizes({"hot": Down(), "cold": Up()})
-    assert await sizes.get(["hot", "cold"]) == {"cold": 40}
+    assert await sizes.get(["hot", "cold"]) == {"hot": UNKNOWN_CHUNKS, "cold": 40}
