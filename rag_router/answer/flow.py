@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from indexers.text.lexical import Analyzer
 from rag_router.answer.extractive import canned, extractive_answer, sentences
-from rag_router.answer.llm import Completion, LLMClient, LLMContextExceeded, LLMError
+from rag_router.answer.llm import Completion, LLMClient, LLMContextExceeded, LLMError, LLMTruncated
 from rag_router.answer.parse import Grounded, ground, parse_citations, parse_json
 from rag_router.answer.prompting import (
     CompiledPrompt,
@@ -159,6 +159,10 @@ class Answerer:
                 completion = await self.llm.complete(
                     prompt.messages, deadline=deadline, **_llm_params(prompt)
                 )
+        except LLMTruncated as exc:
+            if not _past_the_limit(prompt, exc.partial):
+                return self._extractive(outcome, prompt, params.search.query, exc)
+            completion = Completion(text=exc.partial, finish_reason="length")
         except LLMError as exc:
             return self._extractive(outcome, prompt, params.search.query, exc)
         return await self._finish(outcome, prompt, completion, deadline, params.search.query)
@@ -197,8 +201,9 @@ class Answerer:
                         raise
                     completion = Completion()
         except LLMError as exc:
-            yield "done", self._extractive(outcome, prompt, params.search.query, exc)
-            return
+            if not (isinstance(exc, LLMTruncated) and _past_the_limit(prompt, completion.text)):
+                yield "done", self._extractive(outcome, prompt, params.search.query, exc)
+                return
         yield "done", await self._finish(outcome, prompt, completion, deadline, params.search.query)
 
     async def _finish(
@@ -334,6 +339,15 @@ def extractive_json(text: str, fields: Sequence[str], metadata: Mapping[str, Any
 
 def _llm_params(prompt: CompiledPrompt) -> dict[str, Any]:
     return {"max_tokens": prompt.max_tokens, "response_format": prompt.response_format}
+
+
+def _past_the_limit(prompt: CompiledPrompt, partial: str) -> bool:
+    """A text answer cut at max_tokens after it already passed the asked-for word, character or
+    sentence limit is whole: the limit cuts it at a sentence end anyway (``enforce_limits``)."""
+    c = prompt.constraints
+    if c.format == "json" or not (c.max_words or c.max_chars or c.max_sentences):
+        return False
+    return enforce_limits(partial, c)[1]
 
 
 def _hopeless_json(text: str) -> bool:

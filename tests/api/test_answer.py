@@ -303,3 +303,15 @@ def test_an_answer_no_source_supports_is_not_presented_as_grounded(
     assert body["mode"] == "extractive" and body["degraded"] is True
     assert "cheese" not in body["answer"] and body["citations"][0]["doc_id"] == "udhr-art-26"
     assert any("not supported" in n for n in body["notes"])
+
+
+def test_an_answer_cut_at_max_tokens_past_the_asked_limit_is_kept_trimmed(
+    client: TestClient, llm: tuple[ScriptedLLM, str]
+) -> None:
+    """The limit would cut it anyway: a model that ran on past "at most 12 words" still answers."""
+    long_en = "Everyone has the right to education [1]. " * 4 + "Technical education shall be"
+    llm[0].play(Step(words(long_en), finish="length"))
+    body, _ = ask(client, "Summarise the right to education in at most 12 words")
+    assert body["mode"] == "llm" and not body["degraded"] and body["finish_reason"] == "length"
+    assert body["answer"] == " ".join(["Everyone has the right to education [1]."] * 2)  # 12 words
+    assert count_words(body["answer"]) <= 12
