@@ -20,10 +20,13 @@ from rag_router.api.schemas import (
     DocumentsRequest,
     DocumentsResponse,
 )
-from rag_router.errors import NotFound, PayloadTooLarge
+from rag_router.errors import InvalidRequest, NotFound, PayloadTooLarge
 from rag_router.listing import MAX_LIMIT, document_query
 from rag_router.listing import list_documents as list_merged
 from rag_router.services import Services, service_error
+
+# A day exactly as YYYY-MM-DD: pydantic's lax date also takes "0" or "1700000000" (Unix time).
+ISO_DAY = r"^\d{4}-\d{2}-\d{2}$"
 
 router = APIRouter()
 
@@ -63,8 +66,8 @@ async def list_documents(
     source: Annotated[
         str | None, Query(min_length=1, max_length=1024, description="exactly this `source` metadata")
     ] = None,
-    date_gte: Annotated[dt.date | None, Query(description="`date` metadata on or after (YYYY-MM-DD)")] = None,
-    date_lte: Annotated[dt.date | None, Query(description="`date` metadata on or before, YYYY-MM-DD")] = None,
+    date_gte: Annotated[str | None, Query(pattern=ISO_DAY, description="`date` on or after (day)")] = None,
+    date_lte: Annotated[str | None, Query(pattern=ISO_DAY, description="`date` on or before")] = None,
     title_prefix: Annotated[
         str | None, Query(min_length=1, max_length=1024, description="title starts with this, any case")
     ] = None,
@@ -78,8 +81,8 @@ async def list_documents(
         limit=limit,
         cursor=cursor,
         source=source,
-        date_gte=date_gte,
-        date_lte=date_lte,
+        date_gte=_day("date_gte", date_gte),
+        date_lte=_day("date_lte", date_lte),
         title_prefix=title_prefix,
     )
     try:
@@ -137,3 +140,12 @@ async def delete_document(doc_id: str, svc: Svc, tenant: Tenant) -> dict[str, An
     for name in {t for t, _ in found}:
         await svc.tiers[name].delete(tenant, [c.chunk_id for t, c in found if t == name])
     return {"id": doc_id, "deleted_chunks": len(found)}
+
+
+def _day(name: str, value: str | None) -> dt.date | None:
+    if value is None:
+        return None
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError as exc:
+        raise InvalidRequest(f"{name} is not a calendar day: {value!r}") from exc
