@@ -118,7 +118,7 @@ $("ask-form").addEventListener("submit", async (e) => {
       else if (event === "token") { text += d.text; showAnswer(text); }
       else if (event === "done") {
         showAnswer(d.answer || text);
-        showHits(d.hits); showRoute(query, d.route); showTimings(d.timings_ms);
+        showHits(d.hits); showRoute(query, d.route); showTimings(d.timings_ms, body.route === "both");
         $("answer-mode").textContent = `${d.mode}${d.degraded ? " · degraded" : ""}`;
       } else if (event === "error") throw new Error(`${d.error.code}: ${d.error.message}`);
     }
@@ -187,15 +187,16 @@ function showRoute(query, route) {
 // when both tiers are searched at once, one after the other in the cascade (hot, then cold).
 const BEFORE_TIERS = ["features", "embed"], TIERS = ["hot", "cold"];
 
-function timeline(t) {  // [{stage, start, ms}], and the scale that holds them all
+function timeline(t, together) {  // [{stage, start, ms}], and the scale that holds them all
   const tiers = TIERS.filter((k) => k in t), rest = Object.keys(t).filter((k) => k !== "total" && !tiers.includes(k));
   const rows = [];
   let at = 0;
   for (const s of rest.filter((k) => BEFORE_TIERS.includes(k))) { rows.push({ stage: s, start: at, ms: t[s] }); at += t[s]; }
   const spent = rest.reduce((a, k) => a + t[k], 0), sum = tiers.reduce((a, k) => a + t[k], 0);
   const longest = Math.max(0, ...tiers.map((k) => t[k])), window = (t.total ?? spent + sum) - spent;
+  // route "both" always searches the tiers at once; otherwise (a cascade, or a ladder that widened)
   // the response does not say which: the one that fits the total better
-  const serial = tiers.length > 1 && Math.abs(window - sum) < Math.abs(window - longest);
+  const serial = !together && tiers.length > 1 && Math.abs(window - sum) < Math.abs(window - longest);
   let lane = at;
   for (const s of tiers) { rows.push({ stage: s, start: serial ? lane : at, ms: t[s] }); lane += t[s]; }
   at = serial ? lane : at + longest;
@@ -204,11 +205,11 @@ function timeline(t) {  // [{stage, start, ms}], and the scale that holds them a
   return { rows, scale: Math.max(t.total || 0, at) || 1, how };
 }
 
-function showTimings(t) {  // one lane per stage, all on one time scale: never wider than the box
+function showTimings(t, together = false) {  // one lane per stage, all on one time scale: never wider than the box
   const bar = $("timings");
   bar.replaceChildren();
   if (!t) return;
-  const { rows, scale, how } = timeline(t);
+  const { rows, scale, how } = timeline(t, together);
   for (const { stage, start, ms } of rows) {
     const w = Math.min(100, Math.max(0.5, (100 * ms) / scale)), left = Math.min(100 - w, (100 * start) / scale);
     const tip = `${stage}: ${ms.toFixed(1)} ms, from ${start.toFixed(1)} ms`;
