@@ -52,6 +52,10 @@ class IngestReport:
     # when each stage finished its first and its last piece of work, seconds from the start
     # (the Ray engine: which stage the others waited for)
     stage_spans: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # ids read again in this run and stored as their last copy (the Ray engine, which cannot
+    # refuse them): how many, and the first MAX_FAILURES_KEPT as (source, message)
+    repeated: int = 0
+    repeats: list[tuple[str, str]] = field(default_factory=list)
 
     def timed(self, stage: str, started: float) -> None:
         self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + time.perf_counter() - started
@@ -78,6 +82,17 @@ class IngestReport:
                 self.failures.append(r)
         if collect:
             self.results.extend(results)
+
+    def repeat(self, source: str, message: str) -> None:
+        self.repeated += 1
+        if len(self.repeats) < MAX_FAILURES_KEPT:
+            self.repeats.append((source, message))
+
+
+def repeat_kept(doc_id: str) -> str:
+    """What the report says of an id read again by the Ray engine, which stores its last copy."""
+    kept = "the last copy is stored (--engine ray does not refuse repeats)"
+    return f"id {doc_id!r} read twice in this ingest: {kept}"
 
 
 OnBatch = Callable[[Sequence[DocResult], IngestReport], Awaitable[None] | None]

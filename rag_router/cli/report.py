@@ -44,6 +44,9 @@ class Summary:
     chunks_embedded: int | None = None  # known in process only
     chunks_cached: int | None = None
     failures: list[tuple[str, str]] = field(default_factory=list)
+    # ids read twice and stored as their last copy (--engine ray): how many, the first ones
+    repeated: int = 0
+    repeats: list[tuple[str, str]] = field(default_factory=list)
 
     @classmethod
     def of_report(cls, report: IngestReport) -> Summary:
@@ -58,12 +61,16 @@ class Summary:
             chunks_embedded=report.chunks_embedded,
             chunks_cached=report.chunks_cached,
             failures=[(f.id, f.error or "failed") for f in report.failures],
+            repeated=report.repeated,
+            repeats=list(report.repeats),
         )
 
     def merge(self, other: Summary) -> None:
         for name in ("documents", "created", "updated", "unchanged", "failed", "chunks_written", "seconds"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.failures += other.failures
+        self.repeated += other.repeated
+        self.repeats += other.repeats
 
     def add_job(self, job: dict[str, Any]) -> None:
         self.documents += job["done"] + job["failed"]
@@ -99,12 +106,20 @@ def print_report(s: Summary) -> None:
         typer.echo(f"failed {doc_id}: {error}")
     if len(s.failures) > 20:
         typer.echo(f"… and {len(s.failures) - 20} more failures")
+    for source, message in s.repeats[:20]:
+        typer.echo(f"repeated {source}: {message}")
+    if s.repeated > 20:
+        typer.echo(f"… and {s.repeated - 20} more repeated ids")
 
 
 def exit_for_failures(s: Summary) -> None:
-    """Exit with ``EXIT_FAILURES`` when any document failed (the report says which)."""
+    """Exit with ``EXIT_FAILURES`` when any document failed, or an id was read twice and its
+    last copy stored (--engine ray; the report says which)."""
     if s.failed:
         console.print(f"[red]{s.failed} of {s.documents} documents failed[/red]", highlight=False)
+    if s.repeated:
+        console.print(f"[red]{s.repeated} ids read twice: their last copy is stored[/red]", highlight=False)
+    if s.failed or s.repeated:
         raise typer.Exit(EXIT_FAILURES)
 
 

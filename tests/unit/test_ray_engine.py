@@ -305,6 +305,34 @@ async def test_an_id_repeated_in_one_run(
     await tier.close()
 
 
+async def test_ray_engine_reports_each_id_read_twice(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder, local_ray: None
+) -> None:
+    """Ray cannot refuse a later copy (its worker writes before the owner sees it), so each
+    repeat is a line of the report, with where the later copy was read: across units (two
+    files) and within one unit (a file's own repeat). An id that is its text's hash repeats
+    only with the same text: not reported, as in process."""
+    analyzer = Analyzer()
+    tier = LocalColdTier(tmp_path / "cold", dim=embedder.dim, analyzer=analyzer)
+    chunker = Chunker(embedder.count_tokens, max_tokens=60, overlap_tokens=8)
+    pipeline = ray_engine(embedder, chunker, analyzer, {"cold": tier})
+    (tmp_path / "in").mkdir()
+    first, second = tmp_path / "in" / "a.jsonl", tmp_path / "in" / "b.jsonl"
+    first.write_text("\n".join(versions("x", "The carrier bears the risk.")) + "\n")
+    same = json.dumps({"title": "Clause", "text": "Claims close after a year."})  # no id: its hash
+    lines = [*versions("x", "The shipper bears the risk."), same, *versions("y", "One.", "Two."), same]
+    second.write_text("\n".join(lines) + "\n")
+    report = await pipeline.ingest([tmp_path / "in"], placement="cold")
+    at_y = len("\n".join(lines[:3])) + 1  # the byte where y's second copy starts
+    said = "read twice in this ingest: the last copy is stored (--engine ray does not refuse repeats)"
+    assert report.repeated == 2 and report.count("failed") == 0
+    repeats = [(f"{second}@0", f"id 'x' {said}"), (f"{second}@{at_y}", f"id 'y' {said}")]
+    assert sorted(report.repeats) == repeats
+    stored = [c.text for c in await tier.fetch("default", ["x", "y"])]
+    assert stored == ["The shipper bears the risk.", "Two."]
+    await tier.close()
+
+
 @pytest.mark.slow
 async def test_ray_engine_into_the_hot_tier_reruns_embed_nothing(
     tmp_path: Path, embedder: SentenceTransformerEmbedder, local_ray: None
@@ -553,6 +581,8 @@ def _one_chunk_row(folder: Path, i: int, analyzer: Analyzer) -> dict[str, list[A
         "results": [DocResult(f"d{i}", "created", 1, "cold", tenant="default")],
         "stale": [],
         "check": [("default", f"d{i}", "cold", [(chunk.chunk_id, chunk.content_hash)])],
+        "sources": [f"corpus.jsonl@{i}"],
+        "repeats": [],
         "unit": f"unit-{i}",
     }
     row: dict[str, Any] = {"meta": pickle.dumps(meta), "hot": pickle.dumps([]), "segment": str(segment)}

@@ -53,9 +53,9 @@ from indexers.ingest.prepare import (
     with_structure,
 )
 from indexers.ingest.ray.tiers import Lookup, Server
-from indexers.ingest.ray.units import Unit, read_unit
-from indexers.ingest.results import DocResult, Placement, place
-from indexers.records import Chunk, Document, EmbeddedChunk, TierName
+from indexers.ingest.ray.units import Unit, read_unit_sourced
+from indexers.ingest.results import DocResult, Placement, place, repeat_kept
+from indexers.records import Chunk, Document, EmbeddedChunk, TierName, content_hash
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
 from indexers.tiers.cold_segment import write_segment
@@ -147,7 +147,7 @@ def _prepare_batch(batch: dict[str, Any], spec: Spec) -> dict[str, Any]:
         began = time.perf_counter()
         row = _prepare(Unit.of(raw), spec)
         ids: list[list[int]] = row["ids"]
-        meta = {k: row[k] for k in ("results", "stale", "check")}
+        meta = {k: row[k] for k in ("results", "stale", "check", "sources", "repeats")}
         out["meta"].append(pickle.dumps({**meta, "unit": raw}, protocol=5))
         out["chunks"].append(pickle.dumps(row["chunks"], protocol=5))
         out["ids"].append(np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32))
@@ -164,18 +164,23 @@ def _objects(values: list[Any]) -> np.ndarray[Any, Any]:
 
 
 def _prepare(unit: Unit, spec: Spec) -> Row:
-    latest: dict[tuple[str, str], Document] = {}
+    latest: dict[tuple[str, str], tuple[Document, str]] = {}  # each id's last copy, where read
     results: list[DocResult] = []
-    for item in read_unit(unit, spec.options):
+    repeats: list[tuple[str, str]] = []  # (source, message): copies read again in this unit
+    for source, item in read_unit_sourced(unit, spec.options):
         if isinstance(item, LoadFailure):
             results.append(DocResult(item.source, "failed", error=item.reason))
-        else:
-            doc = with_structure(item)
-            latest.pop((doc.tenant, doc.id), None)
-            latest[(doc.tenant, doc.id)] = doc
+            continue
+        doc = with_structure(item)
+        if latest.pop((doc.tenant, doc.id), None) is not None and not _hashed(doc):
+            repeats.append((source, repeat_kept(doc.id)))
+        latest[(doc.tenant, doc.id)] = (doc, source)
     chunker = spec.chunker()
     planned = []
-    for doc in latest.values():
+    # where each document was read ("" for an id that is its content's hash: a repeat of it is
+    # the same document), for the owner to name a repeat across units (``Writer._row``)
+    sources = [("" if _hashed(doc) else source) for doc, source in latest.values()]
+    for doc, _ in latest.values():
         tier = place(doc, spec.placement, spec.hot_window_days, spec.today)
         planned.append((doc, tier, document_hash(doc, tier, chunker)))
     stored = _stored(planned, spec.lookups)
@@ -203,7 +208,22 @@ def _prepare(unit: Unit, spec: Spec) -> Row:
         results.append(DocResult(doc.id, found.status, len(chunks), tier, tenant=doc.tenant))
         check.append((doc.tenant, doc.id, tier, [(c.chunk_id, c.content_hash) for c in chunks]))
     ids = spec.tokenizers.chunk_passages([c for _, c in fresh], fresh_ids)
-    return {"results": results, "chunks": fresh, "ids": ids, "stale": stale, "check": check}
+    return {
+        "results": results,
+        "chunks": fresh,
+        "ids": ids,
+        "stale": stale,
+        "check": check,
+        "sources": sources,
+        "repeats": repeats,
+    }
+
+
+def _hashed(doc: Document) -> bool:
+    """Whether the id is the hash of the title and text (none was given): a repeat of such an
+    id is the same text, let through as in process (``load.SeenIds``). The length check first:
+    most ids are not 32 characters, and hashing the text costs."""
+    return len(doc.id) == 32 and doc.id == content_hash(doc.title or "", doc.text)
 
 
 def _stored(

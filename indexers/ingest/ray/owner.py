@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from indexers.ingest.prepare import Status
-from indexers.ingest.results import DocResult, IngestReport, OnBatch
+from indexers.ingest.results import DocResult, IngestReport, OnBatch, repeat_kept
 from indexers.records import EmbeddedChunk, StoredChunk, TierName
 from indexers.tiers.base import StoreTier
 from indexers.tiers.cold_segment import ADOPT_GROUP
@@ -98,6 +98,7 @@ class Writer:
         results: list[DocResult] = list(row["results"])
         checks = list(row["check"])
         again = {(t, d) for t, d, _, _ in checks if (t, d) in self._seen}
+        self._report_repeats(row, checks, again)
         if again:  # what the tier holds of them now includes the segments not adopted yet
             await self._adopt()
         held = await self._held(checks, again)
@@ -140,6 +141,19 @@ class Writer:
         self._pending.chunks += cold_n + len(hot) + served
         report.chunks_written += cold_n + len(hot) + served
         report.chunks_embedded += cold_n + len(embedded) + served
+
+    def _report_repeats(
+        self, row: dict[str, Any], checks: Sequence[tuple[str, str, Any, Any]], again: set[Key]
+    ) -> None:
+        """Each id read again is a line of the report: within the row's unit (its worker kept the
+        last copy), or met in an earlier row (``again``; an id that is its content's hash, whose
+        source is "", is the same text and passes)."""
+        for source, message in row["repeats"]:
+            self._report.repeat(source, message)
+        if again:
+            for (tenant, doc_id, _, _), source in zip(checks, row["sources"], strict=True):
+                if source and (tenant, doc_id) in again:
+                    self._report.repeat(source, repeat_kept(doc_id))
 
     def _copies(
         self, found: list[DocResult], now: list[DocResult], unit: str, again: set[Key]

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from indexers.ingest.load import LoadFailure, LoadOptions, iter_files, load_any, parse_record
+from indexers.ingest.load import LoadFailure, LoadOptions, iter_files, load_sourced, parse_record
 from indexers.records import Document
 
 
@@ -85,12 +85,18 @@ def taper(units: list[Unit], tail_bytes: int, parts: int) -> list[Unit]:
 
 
 def read_unit(unit: Unit, options: LoadOptions) -> Iterator[Document | LoadFailure]:
+    return (item for _, item in read_unit_sourced(unit, options))
+
+
+def read_unit_sourced(unit: Unit, options: LoadOptions) -> Iterator[tuple[str, Document | LoadFailure]]:
+    """``read_unit``, each item with where it was read (``file``, ``file:line``, or
+    ``file@byte`` in a JSONL byte range, whose line number no worker knows)."""
     for path, root in unit.files:
-        yield from load_any(Path(path), Path(root), options)
+        yield from load_sourced(Path(path), Path(root), options)
     if not unit.path:
         return
     if unit.end < 0:
-        yield from load_any(Path(unit.path), Path(unit.root), options)
+        yield from load_sourced(Path(unit.path), Path(unit.root), options)
         return
     with Path(unit.path).open("rb") as f:  # lines that start inside [start, end)
         if unit.start > 0:
@@ -101,12 +107,11 @@ def read_unit(unit: Unit, options: LoadOptions) -> Iterator[Document | LoadFailu
             line = f.readline()
             if not line:
                 break
+            source = f"{unit.path}@{at}"
             if len(line) > options.max_bytes:
-                yield LoadFailure(f"{unit.path}@{at}", "line over the size limit")
+                yield source, LoadFailure(source, "line over the size limit")
             elif line.strip():
                 try:
-                    yield parse_record(
-                        line.decode("utf-8"), f"{unit.path}@{at}", options.tenant, options.fields
-                    )
+                    yield source, parse_record(line.decode("utf-8"), source, options.tenant, options.fields)
                 except UnicodeDecodeError as exc:
-                    yield LoadFailure(f"{unit.path}@{at}", f"cannot read: {exc}")
+                    yield source, LoadFailure(source, f"cannot read: {exc}")
