@@ -69,10 +69,11 @@ def ingest(
 
     A file's id is its path relative to the folder named (one file named: its name; several
     paths: their common parent folder); an id read twice fails its second copy (--engine ray
-    does not check: it keeps the last). The report goes to stdout; with --detach, each job id
-    alone on a line.
+    keeps the last and reports the repeat). The report goes to stdout; with --detach, each job
+    id alone on a line.
 
-    Exit status: 0 all ingested; 3 some files or records failed (the report lists them); 1 a
+    Exit status: 0 all ingested; 3 some files or records failed, or ids repeated with --engine ray
+    (the report lists them); 1 a
     server job failed or was cancelled; 2 an error; 130 interrupted.
     """
     if tier not in ("auto", "hot", "cold") or engine not in ("inprocess", "ray"):
