@@ -25,9 +25,9 @@ from rag_router.answer.prompting import (
     compile_prompt,
     enforce_limits,
     render,
-    strip_constraints,
 )
 from rag_router.search.flow import Searcher, SearchOutcome, SearchParams
+from rag_router.search.instructions import strip_instructions
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ class Answerer:
         units = sentences(text)
         if len(units) <= 2 * FOCUS_WINDOW + 1:
             return text
-        wanted = set(self._analyzer.query_terms(strip_constraints(question)))
+        wanted = set(self._analyzer.query_terms(strip_instructions(question)))
         hits = [len(wanted.intersection(self._analyzer.terms(u))) for u in units]
         best = max(range(len(units)), key=hits.__getitem__)
         return " ".join(units[max(0, best - FOCUS_WINDOW) : best + FOCUS_WINDOW + 1])

@@ -132,18 +132,6 @@ def parse_constraints(text: str) -> Constraints:
     )
 
 
-def strip_constraints(text: str) -> str:
-    """``text`` without the spans that state output constraints ("in three bullet points",
-    "不超过30字"): what is left is what the question asks about (the sentence ranker's terms)."""
-    rules = _rules()
-    folded = unicodedata.normalize("NFKC", text)
-    patterns = [p for name, group in rules.items() if name != "language" for p in group]
-    patterns += [p for group in rules["language"].values() for p in group]
-    for pattern in patterns:
-        folded = pattern.sub(" ", folded)
-    return folded
-
-
 def max_tokens_for(c: Constraints, default: int = DEFAULT_MAX_TOKENS) -> int:
     """A generous token budget from word/character limits (the limits are enforced on the text)."""
     budgets = []
