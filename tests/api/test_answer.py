@@ -17,7 +17,7 @@ from indexers.records import Document
 from rag_router.answer.prompting import count_words
 from rag_router.api import create_app
 from rag_router.settings import Settings
-from tests.conftest import doc_json
+from tests.conftest import doc_json, loaded_app
 from tests.fakes.vllm import ScriptedLLM, Step, serve, words
 
 # Generous where the LLM answers: a loaded 2-core CI machine must not turn a slow search into a
@@ -42,10 +42,8 @@ def data_dir(
     sample_docs: list[Document],
 ) -> Path:
     path = tmp_path_factory.mktemp("answer")
-    with TestClient(create_app(Settings(data_dir=path), embedder=embedder)) as c:
-        docs = [doc_json(d) for d in sample_docs]
-        assert c.post("/v1/documents", json={"documents": docs}).status_code == 200
-    return path
+    with loaded_app(path, embedder, [doc_json(d) for d in sample_docs]):
+        return path
 
 
 def _client(llm: tuple[ScriptedLLM, str], data_dir: Path, embedder: Any, timeout_s: float) -> TestClient:

@@ -27,7 +27,7 @@ from rag_router.api import create_app
 from rag_router.cli.llm import LocalConfig
 from rag_router.settings import Settings
 from tests.conftest import LLM_SLOT_CTX as SLOT_CTX
-from tests.conftest import doc_json
+from tests.conftest import doc_json, loaded_app
 from tests.fakes.vllm import serve
 
 EDUCATION_Q = "What does the declaration say about the right to education?"
@@ -40,10 +40,8 @@ def data_dir(
     sample_docs: list[Document],
 ) -> Path:
     path = tmp_path_factory.mktemp("real-llm")
-    with TestClient(create_app(Settings(data_dir=path), embedder=embedder)) as c:
-        docs = [doc_json(d) for d in sample_docs]
-        assert c.post("/v1/documents", json={"documents": docs}).status_code == 200
-    return path
+    with loaded_app(path, embedder, [doc_json(d) for d in sample_docs]):
+        return path
 
 
 def settings(data_dir: Path, llm: LocalConfig, chunk_tokens: int = 200, **extra: Any) -> Settings:
