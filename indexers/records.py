@@ -24,7 +24,8 @@ DEFAULT_TENANT = "default"
 # a document's metadata is stored and returned but cannot be filtered on: a filter on it
 # is rejected instead of being silently ignored.
 KEYWORD_FIELDS: frozenset[str] = frozenset(
-    {"article", "section", "chapter", "amendment", "law", "source", "lang", "kind", "unit", "author"}
+    {"article", "section", "chapter", "amendment", "law", "version"}
+    | {"source", "lang", "kind", "unit", "author"}
 )
 FILTERABLE_FIELDS: frozenset[str] = KEYWORD_FIELDS | {"year", "date", "tags", "doc_id"}
 

@@ -16,6 +16,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from indexers.records import metadata_year
+
 _CN_DIGITS = {
     "零": 0,
     "〇": 0,
@@ -68,22 +70,50 @@ def roman_number(text: str) -> int:
     return total
 
 
-# A Chinese article number, with an inserted article's 之N: 第一百三十三条之一 → "133-1".
-CN_ARTICLE = rf"第(\d+|[{CN_NUMERALS}]+)条(?:之(\d+|[{CN_NUMERALS}]+))?"
+_YEAR = r"(?:1[89]\d\d|20\d\d)"
+# The version a title names: a year in brackets ("公司法（2023年修订）", "(2018 revision)"), a year
+# revised or issued ("2018年修正", "2018年版", "the 2016 text", "2018 edition"), an English act's year
+# ("Companies Act 2006"), or a year amended ("as amended in 2018").
+TITLE_VERSION = re.compile(
+    rf"[（(][^（）()\n]{{0,20}}?(?<!\d)({_YEAR})(?!\d)[^（）()\n]{{0,20}}[）)]"
+    rf"|(?<!\d)({_YEAR})\s*年?\s*(?:修订|修正|修改|版|文本)"
+    rf"|\b({_YEAR})\s+(?i:revision|version|edition|text|consolidation|amendments?)\b"
+    rf"|\bAct,?\s+({_YEAR})\b"
+    rf"|\b(?i:as\s+amended|amended|revised)\s+(?:in\s+|on\s+)?(?:\d{{1,2}}\s+)?(?:[A-Z][a-z]+\s+)?({_YEAR})\b"
+)
+
+
+def title_version(title: str | None) -> int | None:
+    """The version (a year) a document's title names: "中华人民共和国公司法（2023年修订）" → 2023."""
+    m = TITLE_VERSION.search(title or "")
+    return int(next(g for g in m.groups() if g)) if m else None
+
+
+# A Chinese article number, with an inserted article's 之N: 第一百三十三条之一 → "133-1"; spaces
+# may stand around Arabic digits ("第 1030 条"), never a line break.
+_SP = r"[ \t\u00a0\u3000]*"
+CN_ARTICLE = rf"第{_SP}(\d+|[{CN_NUMERALS}]+){_SP}条(?:{_SP}之{_SP}(\d+|[{CN_NUMERALS}]+))?"
+CN_CHAPTER = rf"第{_SP}(\d+|[{CN_NUMERALS}]+){_SP}章"
+# The United States Code after a title number: "18 U.S.C.", "18 USC", "42 U. S. C. A."
+USC = r"U\.?\s?S\.?\s?C\.?(?:\s?A\.?)?"
+_USC_NAME = re.compile(rf"(\d{{1,3}})\s+{USC}", re.IGNORECASE)
 
 _HEADINGS: list[tuple[str, str, int]] = [  # key, pattern, re flags
     ("article", rf"(?:Article|Art\.)\s+(\d{{1,4}}|{ROMAN})\b()", re.IGNORECASE),
     ("amendment", rf"Amendment\s+(\d{{1,2}}|{ROMAN})\b()", 0),
-    ("section", r"(?:Section|Sec\.|§)\s*(\d{1,4}(?:\.\d{1,3})*)\b()", re.IGNORECASE),
+    ("section", r"(?:Section|Sec\.|(?-i:Rule)|§)\s*(\d{1,4}(?:\.\d{1,3})*)\b()", re.IGNORECASE),
     ("article", CN_ARTICLE, 0),
-    ("chapter", rf"第(\d+|[{CN_NUMERALS}]+)章()", 0),
+    ("chapter", rf"{CN_CHAPTER}()", 0),
     ("chapter", r"Chapter\s+(\d{1,3}|[IVXLC]{1,6})\b()", re.IGNORECASE),
 ]
 # What may stand before a heading: a law or document name ("刑法 第二十条", "《民法典》第一条",
 # "GDPR Article 17", "U.S. Constitution Article I"). A Chinese name is one run without spaces;
 # an English one is up to six capitalised words. In the text's first line the name must be
 # followed by a space, so prose ("本法第二十条规定的…") is not read as a heading.
-_NAME = r"《[^》\n]{1,40}》|[^\s第《》:：,，.。]{1,40}?|(?-i:(?:[A-Z][\w.'&-]*\s+){0,5}[A-Z][\w.'&-]*)"
+_NAME = (
+    rf"《[^》\n]{{1,40}}》|\d{{1,3}}\s+{USC}|[^\s第《》:：,，.。]{{1,40}}?"
+    r"|(?-i:(?:[A-Z][\w.'&-]*\s+){0,5}[A-Z][\w.'&-]*)"
+)
 _OPENERS = {
     source: [
         (key, re.compile(rf"^\s*(?:(?P<name>{_NAME}){sep})??{pattern}", flags))
@@ -102,6 +132,11 @@ def law_name(raw: str) -> str:
     """
     name = raw.strip().strip("《》〈〉").strip()
     name = re.sub(r"\s*[（(][^（）()]*[）)]$", "", name)
+    if usc := _USC_NAME.fullmatch(name):
+        return f"{usc.group(1)} U.S.C."
+    # the version a name carries: "Companies Act 2006", "公司法2018年修订版"
+    name = re.sub(rf"(?<=[A-Za-z])(?:,\s*|\s+){_YEAR}$", "", name)
+    name = re.sub(rf"(?<=[\u3400-\u9fff])\s*{_YEAR}\s*年?\s*(?:修订|修正)?版?本?$", "", name)
     if name.startswith(_PRC) and len(name) > len(_PRC):
         name = name[len(_PRC) :]
     return name
@@ -125,7 +160,19 @@ def heading_metadata(title: str | None, text: str, metadata: Mapping[str, Any]) 
             found[key] = _value(key, m.group(2), m.group(3))
             if m.group("name") and "law" not in metadata and "law" not in found:
                 found["law"] = law_name(m.group("name"))
+    if "version" not in metadata and (version := _version(title, metadata, found)) is not None:
+        found["version"] = version
     return found
+
+
+def _version(title: str | None, metadata: Mapping[str, Any], found: Mapping[str, Any]) -> int | None:
+    """Which version of a law a document is, so a query may pick one ("新公司法", "the 2016
+    text"): the one its title names, else the year of a law's date (a dated news item is no
+    version of anything)."""
+    named = title_version(title)
+    if named is not None or ("law" not in metadata and "law" not in found):
+        return named
+    return metadata_year(metadata)
 
 
 def _value(key: str, raw: str, sub: str | None = None) -> int | str:
@@ -145,7 +192,7 @@ def _value(key: str, raw: str, sub: str | None = None) -> int | str:
 # "Article 5 of the treaty says" is prose, not a heading. Chinese 第N条 / 第N章 always head.
 _TAIL = r"(?=\s*$|\s*[.:–—\-)]|\s+[A-Z(\"“]|\*\*)"  # "**Article 5**" too
 _LINE_HEADINGS: list[tuple[str, re.Pattern[str]]] = [
-    ("chapter", re.compile(rf"^[#*\s]*第(\d+|[{CN_NUMERALS}]+)章", re.MULTILINE)),
+    ("chapter", re.compile(rf"^[#*\s]*{CN_CHAPTER}", re.MULTILINE)),
     ("article", re.compile(rf"^[#*\s]*{CN_ARTICLE}", re.MULTILINE)),
     ("chapter", re.compile(rf"^[#*\s]*(?i:Chapter)\s+(\d{{1,3}}|{ROMAN}){_TAIL}", re.MULTILINE)),
     ("article", re.compile(rf"^[#*\s]*(?i:Article|Art\.)\s+(\d{{1,4}}|{ROMAN}){_TAIL}", re.MULTILINE)),
@@ -153,14 +200,14 @@ _LINE_HEADINGS: list[tuple[str, re.Pattern[str]]] = [
     (
         "section",
         re.compile(
-            rf"^[#*\s]*(?:(?i:Section|Sec\.)\s+|§\s*)(\d{{1,4}}(?:\.\d{{1,3}})*){_TAIL}", re.MULTILINE
+            rf"^[#*\s]*(?:(?i:Section|Sec\.)\s+|Rule\s+|§\s*)(\d{{1,4}}(?:\.\d{{1,3}})*){_TAIL}", re.MULTILINE
         ),
     ),
 ]
 # What every pattern above starts with: one scan of a text for it finds the texts without any
 # heading line (most prose) before six scans would.
 _ANY_HEADING = re.compile(
-    r"^[#*\s]*(?:第|(?i:Chapter|Article|Art\.|Section|Sec\.)|Amendment|§)", re.MULTILINE
+    r"^[#*\s]*(?:第|(?i:Chapter|Article|Art\.|Section|Sec\.)|Amendment|Rule|§)", re.MULTILINE
 )
 # A heading resets the levels below it: a new chapter has no article yet, a new article no section.
 _LEVEL = {"chapter": 0, "article": 1, "amendment": 1, "section": 2}
@@ -241,7 +288,7 @@ def title_law(title: str | None) -> str | None:
     "劳动合同法"): a title of one name, with no heading in it ("刑法 第二十条" is read by
     ``heading_metadata``) and no longer than a name (``_NAME``: 40 characters)."""
     name = law_name(title or "")
-    if not name or len(name) > 40 or "\n" in name or heading_metadata(name, "", {}):
+    if not name or len(name) > 40 or "\n" in name or set(heading_metadata(name, "", {})) - {"version"}:
         return None
     return name
 

@@ -35,7 +35,7 @@ from indexers.tiers.query import Filters, HitRef, LegHit, SearchQuery
 
 log = logging.getLogger(__name__)
 
-STRUCTURE_FIELDS = ("article", "section", "chapter", "amendment")
+STRUCTURE_FIELDS = ("article", "section", "chapter", "amendment", "version")
 TITLE_RAW_MAX = 1024  # longer titles are not indexed whole (a keyword term's practical bound)
 _SOURCE = ["tenant", "chunk_id", "doc_id", "n", "text", "title", "metadata", "content_hash"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from indexers.text.structure import CN_NUMERALS, ROMAN, chinese_number, law_name, roman_number
+from indexers.text.structure import CN_NUMERALS, ROMAN, USC, chinese_number, law_name, roman_number
 
 Span = tuple[int, int]
 CN_NUMBER = rf"(?:\d+|[{CN_NUMERALS}]+)"
@@ -27,6 +27,7 @@ class Clause:
     # "article" (Article, Art., 第N条), "section" (Section, Sec., §, Clause) or "amendment"
     kind: str = "article"
     sub: int | None = None  # 第N条之M: the inserted article M after article N
+    levels: int | None = None  # how many numbers of ``path`` name the section (None: as written)
 
     @property
     def label(self) -> str:
@@ -38,6 +39,8 @@ class Clause:
 
     @property
     def depth(self) -> int:
+        if self.levels is not None:
+            return self.levels
         return len(re.findall(r"\d+", self.text.split("(")[0])) or 1
 
 
@@ -51,6 +54,10 @@ class Law:
 
 
 _SUB = r"\((?:\d{1,3}|[a-z]{1,4})\)"
+_S = r"[ \t\u00a0\u3000]*"  # "第 1030 条": spaces around Arabic digits, never a line break
+# A range of sections after a plural keyword ("§§ 1030-1031", "Sections 3 to 5"): every number in it
+_RANGE = r"\s*(?:[-–—]|\s(?:to|through)\s)\s*"
+_MAX_RANGE = 20
 _ORDINAL_WORDS = (
     "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth thirteenth "
     "fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth twentieth"
@@ -62,8 +69,11 @@ _CLAUSES = re.compile(
     rf"\b(?P<en>Articles?|Arts?\.?)\s*(?P<en_n>\d{{1,4}}|{ROMAN}\b)(?P<en_sub>(?:{_SUB})*)"
     rf"|\b(?-i:Amendment)\s+(?P<am_n>\d{{1,2}}|{ROMAN})\b"
     rf"|\b(?P<am_ord>\d{{1,2}}(?:st|nd|rd|th)|{_ORDINAL})\s+(?-i:Amendment)\b"
-    rf"|(?P<sec>§§?|\bSections?\b|\bSec\.|\bClauses?\b)\s*(?P<sec_n>\d{{1,4}}(?:\.\d{{1,3}})*)(?P<sec_sub>(?:{_SUB})*)"
-    rf"|第(?P<zh_n>{_CN})条(?:之(?P<zh_sub>{_CN}))?(?:第(?P<zh_k>{_CN})款)?(?:第(?P<zh_x>{_CN})项)?",
+    rf"|(?P<usc>\d{{1,3}}\s+{USC})\s*(?:§§?\s*)?(?P<usc_n>\d{{1,5}})(?P<usc_sub>(?:{_SUB})*)"
+    rf"|(?P<sec>§§?|\bSections?\b|\bSec(?:t|s)?\.|\bClauses?\b|\b(?-i:Rules?)\b)\s*"
+    rf"(?P<sec_n>\d{{1,4}}(?:\.\d{{1,3}})*)(?P<sec_sub>(?:{_SUB})*)(?:{_RANGE}(?P<sec_to>\d{{1,4}})\b)?"
+    rf"|第{_S}(?P<zh_n>{_CN}){_S}条(?:{_S}之{_S}(?P<zh_sub>{_CN}))?(?:{_S}第{_S}(?P<zh_k>{_CN}){_S}款)?"
+    rf"(?:{_S}第{_S}(?P<zh_x>{_CN}){_S}项)?",
     re.IGNORECASE,
 )
 
@@ -75,6 +85,7 @@ def find_clauses(query: str, taken: list[Span]) -> list[Clause]:
         if overlaps(m.span(), taken):
             continue
         kind = "article"
+        rest: list[Clause] = []
         if m.group("en_n"):
             raw = m.group("en_n")
             if not raw.isdigit() and not _roman_article(m.group("en"), raw):
@@ -84,14 +95,30 @@ def find_clauses(query: str, taken: list[Span]) -> list[Clause]:
         elif m.group("am_n") or m.group("am_ord"):
             kind = "amendment"
             path = [_amendment_number(m.group("am_n") or m.group("am_ord"))]
+        elif m.group("usc_n"):  # "18 U.S.C. § 1030": a section of a title of the US Code
+            kind = "section"
+            path = [int(m.group("usc_n")), *_subdivisions(m.group("usc_sub"))]
         elif m.group("sec_n"):
             kind = "section"
             path = [int(p) for p in m.group("sec_n").split(".")] + _subdivisions(m.group("sec_sub"))
+            rest = _range_rest(m, path[0])
         else:
             path = [chinese_number(g) for g in (m.group("zh_n"), m.group("zh_k"), m.group("zh_x")) if g]
         sub = chinese_number(m.group("zh_sub")) if m.group("zh_sub") else None
-        out.append(Clause(m.group(0).strip(), path[0], tuple(path), m.span(), kind, sub))
+        levels = 1 if m.group("usc_n") else None
+        out.append(Clause(m.group(0).strip(), path[0], tuple(path), m.span(), kind, sub, levels))
+        out.extend(rest)
     return out
+
+
+def _range_rest(m: re.Match[str], first: int) -> list[Clause]:
+    """The sections after the first of a range written after a plural keyword ("§§ 1030-1031",
+    "Sections 3 to 5"); none for a singular one ("§ 2-207" is one section of the UCC)."""
+    keyword, last = m.group("sec"), m.group("sec_to")
+    plural = keyword == "§§" or keyword.lower().endswith("s") or keyword.lower() == "secs."
+    if not last or not plural or "." in m.group("sec_n") or not first < int(last) <= first + _MAX_RANGE:
+        return []
+    return [Clause(m.group(0).strip(), n, (n,), m.span(), "section") for n in range(first + 1, int(last) + 1)]
 
 
 # A law named right before a Chinese clause: a bracketed title, or the run of ideographs there
@@ -111,12 +138,18 @@ _AFTER_NAME = re.compile(r"(?:的|之|中|里|内)+$")
 # A PRC statute or regulation may be written with the state's name ("中华人民共和国刑法"): that
 # variant of a name is a filter value only for a name of that kind, not for "员工手册".
 _STATE_LAW = re.compile(r"(?:法|法典|条例|修正案)$")
+_USC_TITLE = re.compile(rf"\d{{1,3}}\s+{USC}", re.IGNORECASE)
 _EN_LAW_BEFORE = re.compile(r"\b([A-Z]{3,8})\s*$")
 _EN_LAW_AFTER = re.compile(r"^\s*(?:,\s*)?(?:of\s+(?:the\s+)?)?([A-Z]{3,8})\b")
 
 
-def find_laws(query: str, clauses: list[Clause]) -> list[Law]:
-    """The laws named right at ``clauses``."""
+def find_laws(query: str, clauses: list[Clause], cuts: list[Span] | None = None) -> list[Law]:
+    """The laws named right at ``clauses``; words in ``cuts`` (a version: "修订前的", "current")
+    are no part of a name. One character cut is no word to take out ("新公司法": 新闻法 too):
+    such a name is read both with and without it (``_names``)."""
+    for a, b in cuts or ():
+        if b - a > 1:
+            query = query[:a] + " " * (b - a) + query[b:]
     out: dict[str, Law] = {}
     previous_end: int | None = None
     for clause in clauses:
@@ -125,8 +158,16 @@ def find_laws(query: str, clauses: list[Clause]) -> list[Law]:
         before = query[base:start]
         after_clause = previous_end is not None and base == previous_end
         previous_end = end
+        if usc := _USC_TITLE.match(clause.text):  # "18 U.S.C. § 1030" names its title
+            text = usc.group(0)
+            out.setdefault(text, Law(text, (law_name(text),), (start, start + len(text))))
+            continue
         if clause.text.startswith("第"):
             m = _CN_LAW_BEFORE.search(before)
+            if m is None and (en := _EN_LAW_BEFORE.search(before)) and not _roman_like(en.group(1)):
+                at = base + en.start(1)  # "GDPR 第十七条"
+                out.setdefault(en.group(1), Law(en.group(1), (en.group(1),), (at, at + len(en.group(1)))))
+                continue
             if m is None or (m.group(2) and base + m.start() > 0 and query[base + m.start() - 1] == "第"):
                 continue
             if m.group(1):
@@ -138,9 +179,9 @@ def find_laws(query: str, clauses: list[Clause]) -> list[Law]:
                 text, at = m.group(2)[cut[0] : cut[1]], base + m.start(2) + cut[0]
                 name = law_name(text)
             span = (at, at + len(text))
-            values: tuple[str, ...] = (name, f"中华人民共和国{name}") if _STATE_LAW.search(name) else (name,)
+            values = _names(name)
         else:
-            after = _EN_LAW_AFTER.match(query[end : end + 20])
+            after = _EN_LAW_AFTER.match(query[end : end + 40])
             m = _EN_LAW_BEFORE.search(before) or after
             if m is None or _roman_like(m.group(1)):
                 continue
@@ -150,6 +191,15 @@ def find_laws(query: str, clauses: list[Clause]) -> list[Law]:
             values = (text,)
         out.setdefault(text, Law(text, values, span))
     return list(out.values())
+
+
+def _names(name: str) -> tuple[str, ...]:
+    """The values a Chinese name matches: with the state's name for a statute, and without a
+    leading 新/旧 ("新公司法": 公司法, and 新闻法 stays itself)."""
+    names = [name]
+    if name[0] in "新旧" and _STATE_LAW.search(name[1:]) and len(name) >= 3:
+        names.append(name[1:])
+    return tuple(v for n in names for v in ((n, f"中华人民共和国{n}") if _STATE_LAW.search(n) else (n,)))
 
 
 def _cn_name(run: str, after_clause: bool) -> tuple[int, int] | None:

@@ -7,10 +7,15 @@ English and Chinese. Every feature keeps its character span in the query. Relati
                  prices ("$2019"), page numbers ("page 2019") or longer numbers
     date_range   "between 2019 and 2021", "2019–2021", "since 2020", "before 2018",
                  "2020年以来", "2019年至2021年", "last year", "去年", "近三年", "past 3 years"
-    clauses      "Article 17", "Art. 5(1)(c)", "§ 4", "Section 3.2", "第十二条", "第12条第3款",
+    clauses      "Article 17", "Art. 5(1)(c)", "§ 4", "§§ 1030-1031", "Section 3.2", "Rule 56",
+                 "第十二条", "第12条第3款", "第 1030 条",
                  "第一百三十三条之一" (an inserted article: label "133-1"); rag_router/search/clauses.py
     laws         the law named right at a clause: "刑法第二十条", "《民法典》第一条",
-                 "GDPR Art. 6", "Article 17 of the GDPR", with the names a ``law`` filter matches
+                 "GDPR Art. 6", "Article 17 of the GDPR", "GDPR 第十七条", "18 U.S.C. § 1030",
+                 with the names a ``law`` filter matches
+    version      the version of a law asked for: "新公司法", "2018年修订", "修订前", "the 2016 text",
+                 "as amended in 2018", "current"; rag_router/search/versions.py (a version's year is
+                 no time filter when the query names a clause or a law)
     identifiers  "Regulation (EU) 2016/679", "Directive 95/46/EC", "C-131/12", "42 U.S.C. § 1983"
     quoted       “…”, "…", 「…」, 『…』
     recency      "latest", "recent", "最新", "近期", ...
@@ -32,6 +37,7 @@ from typing import Any
 from indexers.text.structure import chinese_number
 from rag_router.search.clauses import CN_NUMBER, Clause, Law, Span, find_clauses, find_laws, overlaps
 from rag_router.search.instructions import find_instructions, strip_instructions
+from rag_router.search.versions import Version, find_version
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +55,7 @@ class QueryFeatures:
     date_range: DateRange | None = None
     clauses: tuple[Clause, ...] = ()
     laws: tuple[Law, ...] = ()
+    version: Version | None = None  # the version of a law asked for: rag_router/search/versions.py
     identifiers: tuple[tuple[str, Span], ...] = ()
     quoted: tuple[tuple[str, Span], ...] = ()
     recency: bool = False
@@ -80,6 +87,7 @@ class QueryFeatures:
             "laws": [
                 {"text": law.text, "names": list(law.names), "span": list(law.span)} for law in self.laws
             ],
+            "version": self.version.to_json() if self.version else None,
             "identifiers": [text for text, _ in self.identifiers],
             "quoted": [text for text, _ in self.quoted],
             "recency": self.recency,
@@ -109,6 +117,7 @@ _IDENTIFIERS = re.compile(
         ]
     )
 )
+_USC_ID = re.compile(r"U\.\s?S\.\s?C", re.I)
 _NOT_YEAR_BEFORE = re.compile(
     r"(?:[$€£¥#/A-Za-z0-9_.,-]|\b(?:page|p\.|pp\.|model|room|no\.?|number|version|id|code)\s*|第)$",
     re.IGNORECASE,
@@ -175,13 +184,26 @@ def extract(query: str, *, today: dt.date, domains: dict[str, list[str]] | None 
     notes: list[str] = []
     identifiers = [(m.group(0).strip(), m.span()) for m in _IDENTIFIERS.finditer(query)]
     taken = [span for _, span in identifiers]
-    clauses = find_clauses(query, taken)
+    # "18 U.S.C. § 1030" is an identifier and a clause: section 1030 of the title it names
+    clauses = find_clauses(query, [span for text, span in identifiers if not _USC_ID.search(text)])
+    laws = find_laws(query, clauses)
+    version = find_version(query, [c.span for c in clauses], [law.span for law in laws], taken)
+    if version is not None:
+        laws = find_laws(query, clauses, [version.span])
+        if version.year is not None and (clauses or laws):  # a version's year, not a time filter
+            taken.append(version.span)
     taken += [c.span for c in clauses]
     quoted = [(next(g for g in m.groups() if g), m.span()) for m in _QUOTES.finditer(query)]
     years = _years(query, taken)
     date_range = _date_range(query, years, today, notes)
+    # a recency word that asks for a law's version ("现行公司法") is not about documents' dates
+    versioned = [version.span] if version else []
     recency_match = next(
-        (m for m in _RECENCY.finditer(query) if not (date_range and _inside(m.span(), [date_range.span]))),
+        (
+            m
+            for m in _RECENCY.finditer(query)
+            if not (date_range and _inside(m.span(), [date_range.span])) and not _inside(m.span(), versioned)
+        ),
         None,
     )
     return QueryFeatures(
@@ -190,7 +212,8 @@ def extract(query: str, *, today: dt.date, domains: dict[str, list[str]] | None 
         year_spans=tuple(s for _, s in years),
         date_range=date_range,
         clauses=tuple(clauses),
-        laws=tuple(find_laws(query, clauses)),
+        laws=tuple(laws),
+        version=version,
         identifiers=tuple(identifiers),
         quoted=tuple(quoted),
         recency=recency_match is not None,

@@ -31,6 +31,7 @@ from rag_router.search.relax import Run, retrieve_routed
 from rag_router.search.retrieve import Retrieved
 from rag_router.search.route import Policy, Route, RouteName, plan
 from rag_router.search.soft import rank_undated_after
+from rag_router.search.versions import EXTRA_CANDIDATES, prefer_version
 
 log = logging.getLogger(__name__)
 
@@ -151,12 +152,15 @@ class Searcher:
             run.reasons.append(embedder_down)
             run.retrieved.unavailable.append("embedder")
         with _timer(timings, "fuse"):
-            fused = fuse(self._fusion, run.retrieved.legs, k=self._rrf_k, weights=weights, limit=params.top_k)
+            version = route.features.version if route.features else None
+            limit = params.top_k + (EXTRA_CANDIDATES if version else 0)
+            fused = fuse(self._fusion, run.retrieved.legs, k=self._rrf_k, weights=weights, limit=limit)
         run.reasons.extend(r for r in (language_reason, self._fusion_reason(run.retrieved, weights)) if r)
         with _timer(timings, "fetch"):
             hits, failed = await self._hydrate(fused, deadline)
         run.retrieved.unavailable.extend(t for t in failed if t not in run.retrieved.unavailable)
         hits = rank_undated_after(hits, run.filters, self._policy.undated_factor, run.reasons)
+        hits = prefer_version(hits, version, run.reasons)[: params.top_k]
         answered = [t for t in run.tiers if t not in run.retrieved.unavailable]
         sizes = await self._sizes.get(answered) if self._floor else {}
         timings["total"] = (time.perf_counter() - started) * 1000

@@ -223,6 +223,7 @@ def test_a_clause_reference_routes_to_that_article(client: TestClient) -> None:
         "date_range",
         "clauses",
         "laws",
+        "version",
         "identifiers",
         "quoted",
         "recency",

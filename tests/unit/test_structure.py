@@ -26,7 +26,7 @@ from indexers.text.structure import heading_metadata, law_name, split_sections
         ("刑法　第二十条", "", {}, {"article": 20, "law": "刑法"}),  # ideographic space
         ("中华人民共和国民法典第一千零六十二条", "", {}, {"article": 1062, "law": "民法典"}),
         ("《个人信息保护法》第13条", "", {}, {"article": 13, "law": "个人信息保护法"}),
-        ("公司法（2023修订） 第１３条", "", {}, {"article": 13, "law": "公司法"}),  # full-width digits
+        ("公司法（2023修订） 第１３条", "", {}, {"article": 13, "law": "公司法", "version": 2023}),  # １３
         ("刑法 第二十条", "", {"law": "中华人民共和国刑法"}, {"article": 20}),  # metadata wins
         ("GDPR Article 17 Right to erasure", "", {}, {"article": 17, "law": "GDPR"}),
         ("U.S. Constitution Article I", "", {}, {"article": 1, "law": "U.S. Constitution"}),
