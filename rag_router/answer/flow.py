@@ -219,7 +219,7 @@ class Answerer:
         )
         text = completion.text.strip()
         if prompt.constraints.format == "json":
-            parsed = parse_json(text)
+            parsed = parse_json(text, prompt.constraints.json_fields or ("answer",))
             if parsed.value is None and self.llm is not None:
                 parsed = await self._self_repair(prompt, text, parsed.error or "", deadline)
             if parsed.value is None:
@@ -284,7 +284,7 @@ class Answerer:
         except LLMError as exc:
             log.info("self-repair call failed: %s", exc)
             return parse_json("")
-        return parse_json(fixed.text)
+        return parse_json(fixed.text, prompt.constraints.json_fields or ("answer",))
 
     def _extractive(
         self, outcome: SearchOutcome, prompt: CompiledPrompt, question: str, error: Exception | None
