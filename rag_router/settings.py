@@ -173,9 +173,10 @@ class RetrievalSettings(BaseModel):
     rrf_k: int = Field(60, ge=1, description="the k of reciprocal rank fusion")
     depth: int = Field(100, ge=1, le=1000, description="candidates each leg contributes to fusion")
     timeout_s: float = Field(5.0, gt=0, description="deadline of one search request")
-    fusion: Literal["rrf", "dbsf", "convex"] = Field(
+    fusion: Literal["rrf", "dbsf", "convex", "adaptive"] = Field(
         "dbsf",
-        description="dbsf: scores by mean ± 3σ (Qdrant's DBSF); rrf: reciprocal ranks; convex: min-max",
+        description="dbsf: scores by mean ± 3σ (Qdrant's DBSF); rrf: reciprocal ranks; convex: min-max;"
+        " adaptive: dbsf with per-query leg weights from the legs' agreement (search/adaptive.py)",
     )
     dense_weight: float = Field(1.0, ge=0)
     lexical_weight: float = Field(1.0, ge=0)

@@ -10,7 +10,8 @@ one hit) and keep the rank and raw score they had in each tier's leg that return
 Beside RRF, two score-based fusions that Qdrant and Elasticsearch also offer: ``dbsf``
 (distribution-based score fusion: each leg's scores normalised by mean ± 3 standard deviations,
 as Qdrant's DBSF) and ``convex`` (min-max normalised scores, weighted sum: Elasticsearch's
-linear retriever). Both use the same leg weights.
+linear retriever). Both use the same leg weights. ``adaptive`` is DBSF whose weights are moved
+per query by how far the legs corroborate each other's best hits (``adaptive.py``).
 
 Fusion needs keys and scores only; the chunks of the few fused hits that are kept are fetched
 afterwards (``Fused.hit.ref`` → ``Tier.hydrate``).
@@ -18,13 +19,13 @@ afterwards (``Fused.hit.ref`` → ``Tier.hydrate``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from indexers.records import StoredChunk, TierName
 from indexers.tiers.query import LegHit
+from rag_router.search.adaptive import Adaptive, adapt, dbsf_scale
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +95,7 @@ def merge_tiers(legs: Mapping[str, Sequence[LegHit]]) -> dict[str, list[tuple[st
     return merged
 
 
-FusionName = Literal["rrf", "dbsf", "convex"]
+FusionName = Literal["rrf", "dbsf", "convex", "adaptive"]
 
 
 def rrf(
@@ -124,16 +125,23 @@ def dbsf(
     becomes [0, 1] (σ of the sample, as qdrant-client computes it). Not clipped: clipping would
     tie a leg's few outliers at 1 and lose the order between them."""
 
-    def normalise(ranked: list[tuple[str, LegHit]]) -> list[float]:
-        scores = [h.score for _, h in ranked]
-        if len(scores) < 2:
-            return [1.0] * len(scores)
-        n = len(scores)
-        mean = math.fsum(scores) / n  # not statistics.stdev: its exact fractions cost ~0.1 ms a leg
-        sd = math.sqrt(math.fsum((x - mean) ** 2 for x in scores) / (n - 1))
-        return [(x - mean + 3 * sd) / (6 * sd) if sd > 0 else 1.0 for x in scores]
+    return _fuse(legs, _dbsf_normalise, weights, limit)
 
-    return _fuse(legs, normalise, weights, limit)
+
+def adaptive(
+    legs: Mapping[str, Sequence[LegHit]],
+    *,
+    weights: Mapping[str, float] | None = None,
+    limit: int | None = None,
+    config: Adaptive = Adaptive(),
+) -> list[Fused]:
+    """DBSF with the leg weights moved per query by the legs' agreement (``adaptive.adapt``)."""
+    return _fuse(legs, _dbsf_normalise, weights, limit, adapt_by=config)
+
+
+def _dbsf_normalise(ranked: list[tuple[str, LegHit]]) -> list[float]:
+    # not statistics.stdev: its exact fractions cost ~0.1 ms a leg
+    return dbsf_scale([h.score for _, h in ranked])
 
 
 def convex(
@@ -164,6 +172,8 @@ def fuse(
 ) -> list[Fused]:
     if method == "rrf":
         return rrf(legs, k=k, weights=weights, limit=limit)
+    if method == "adaptive":
+        return adaptive(legs, weights=weights, limit=limit)
     return (dbsf if method == "dbsf" else convex)(legs, weights=weights, limit=limit)
 
 
@@ -172,6 +182,7 @@ def _fuse(
     contribution: Callable[[list[tuple[str, LegHit]]], list[float]],
     weights: Mapping[str, float] | None,
     limit: int | None,
+    adapt_by: Adaptive | None = None,
 ) -> list[Fused]:
     """Σ over leg kinds of weight × contribution; ``contribution`` scores one merged ranking.
 
@@ -182,6 +193,8 @@ def _fuse(
     best: dict[int, tuple[int, str, LegHit]] = {}  # key → (best merged rank, its leg, its hit)
     weighted: set[int] = set()  # hits of a leg with a weight: all of them rank before the fill
     merged = merge_tiers(legs)
+    if adapt_by is not None:
+        weights = adapt({kind: [h for _, h in ranked] for kind, ranked in merged.items()}, weights, adapt_by)
     by_weight = sorted(merged, key=lambda kind: (weights or {}).get(kind, 1.0) == 0)  # weighted first
     for kind in by_weight:
         ranked = merged[kind]
