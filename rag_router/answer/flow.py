@@ -33,10 +33,12 @@ log = logging.getLogger(__name__)
 
 Mode = Literal["llm", "extractive"]
 JSON_PROSE_LIMIT = 300  # characters of output with no "{" yet: a JSON answer is not coming
-# Each source reaches the model as the sentence that shares most of the question's terms and
-# FOCUS_WINDOW sentences either side: a prompt a third shorter reads a third faster (on 2 cores
-# llama.cpp reads ~120-210 prompt tokens/s, so the prompt is most of the time to first token).
+# Each source reaches the model as the sentence that shares most of the question's terms, the
+# first LEAD_SOURCES sources with FOCUS_WINDOW sentences either side: on 2 cores llama.cpp reads
+# ~120-210 prompt tokens/s, so the prompt is most of the time to first token, and the lower
+# sources rarely need more than the sentence that matched (docs/benchmarks.md, "local model").
 FOCUS_WINDOW = 1
+LEAD_SOURCES = 1
 # lines of the user template a model may echo (the system message's lines are taken as rendered)
 _TEMPLATE_LINES = (
     "Reply with one JSON object and nothing else",
@@ -103,7 +105,7 @@ class Answerer:
         marks = outcome.relevance.marks if outcome.relevance else [True] * len(outcome.hits)
         relevant = [h for h, ok in zip(outcome.hits, marks, strict=True) if ok]
         sources = [
-            Source(n, h.chunk_id, h.doc_id, h.chunk.title, self._focus(params.search.query, h.chunk.text))
+            Source(n, h.chunk_id, h.doc_id, h.chunk.title, self._focus(params.search.query, h.chunk.text, n))
             for n, h in enumerate(relevant[: params.sources], 1)
         ]
         features = outcome.route.features
@@ -118,18 +120,19 @@ class Answerer:
             default_max_tokens=self._max_tokens,
         )
 
-    def _focus(self, question: str, text: str) -> str:
-        """The source cut to what the question needs, for the model (extractive answers quote the
+    def _focus(self, question: str, text: str, n: int) -> str:
+        """Source ``n`` cut to what the question needs, for the model (extractive answers quote the
         stored text in full)."""
         if self.llm is None:
             return text
+        window = FOCUS_WINDOW if n <= LEAD_SOURCES else 0
         units = sentences(text)
-        if len(units) <= 2 * FOCUS_WINDOW + 1:
+        if len(units) <= 2 * window + 1:
             return text
         wanted = set(self._analyzer.query_terms(strip_instructions(question)))
         hits = [len(wanted.intersection(self._analyzer.terms(u))) for u in units]
         best = max(range(len(units)), key=hits.__getitem__)
-        return " ".join(units[max(0, best - FOCUS_WINDOW) : best + FOCUS_WINDOW + 1])
+        return " ".join(units[max(0, best - window) : best + window + 1])
 
     def _refit(self, params: AnswerParams, outcome: SearchOutcome, exc: LLMContextExceeded) -> CompiledPrompt:
         """The server's window is smaller than we were told (or its tokenizer counts more than ours):
