@@ -1,13 +1,13 @@
 """Extractive answers vs a local model (llama.cpp, SmolLM2-135M), side by side, on an answer dev set.
 
     python bench/answer_llm.py /work/shared/data/qa-squad-dev --per-kind 20
-    python bench/answer_llm.py /work/shared/data/qa-squad-dev --per-kind 20 --sources 2
+    python bench/answer_llm.py /work/shared/data/qa-squad-dev --per-kind 0   # the whole set
 
 Ingests the set's corpus into a temporary data dir once, then asks the first ``--per-kind``
-answerable and the first ``--per-kind`` out-of-corpus questions of answers.jsonl (file order, no
-selection) through the answer flow twice: with no LLM (extractive) and with `rag-router llm
-serve`'s server in this process (1 thread, OMP_WAIT_POLICY=passive). Scored by
-``rag_router.answer_eval`` (the scorer of `rag-router eval --answers`). For the model: time to
+questions of each kind of answers.jsonl (file order, no selection; 0: all of them) through the
+answer flow twice: with no LLM (extractive) and with `rag-router llm serve`'s server in this
+process (1 thread, OMP_WAIT_POLICY=passive). Scored by ``rag_router.answer_eval`` (the scorer of
+`rag-router eval --answers`), over all questions and over the held-back second half. For the model: time to
 the first token (from the request, retrieval included), completion tokens per second, and how
 many answers fell back to extractive (degraded) and why. Prints one JSON object per mode.
 """
@@ -41,14 +41,25 @@ from rag_router.settings import get_settings
 
 
 def pick(path: Path, per_kind: int) -> list[Judged]:
+    """The first ``per_kind`` questions of each kind (0: all), in file order."""
     judged = load_answer_set(path)
     out: list[Judged] = []
-    for kind in ("answerable", "out_of_corpus"):
-        out += [j for j in judged if j.kind == kind][:per_kind]
+    for kind in ("answerable", "out_of_corpus", "unanswerable"):
+        of_kind = [j for j in judged if j.kind == kind]
+        out += of_kind[:per_kind] if per_kind else of_kind
     return out
 
 
-async def ask_all(data: Path, questions: list[Judged], llm: dict[str, Any], sources: int) -> dict[str, Any]:
+def held_back(path: Path) -> set[str]:
+    """The second half of the set in file order: the prompt and focus settings were chosen on
+    questions of the first half only, so this half's figures are the honest ones."""
+    judged = load_answer_set(path)
+    return {j.query_id for j in judged[len(judged) // 2 :]}
+
+
+async def ask_all(
+    data: Path, questions: list[Judged], llm: dict[str, Any], sources: int, later: set[str]
+) -> dict[str, Any]:
     rows = []
     written = []  # the answers the model wrote (not declined, not fallen back to extractive)
     ttft: list[float] = []
@@ -78,6 +89,8 @@ async def ask_all(data: Path, questions: list[Judged], llm: dict[str, Any], sour
             if llm.get("base_url") and done.llm_error:
                 fallbacks[done.llm_error.split(" (")[0][:60]] += 1
     report = score(rows)
+    kept = score([r for r in rows if r[0].query_id in later])
+    report["held_back"] = {k: v for k, v in kept.items() if k != "by_kind"}
     if ttft:
         ttft.sort()
         report["ttft_s_p50"] = round(statistics.median(ttft), 2)
@@ -94,12 +107,13 @@ async def ask_all(data: Path, questions: list[Judged], llm: dict[str, Any], sour
 
 async def run(path: Path, per_kind: int, sources: int, max_tokens: int, ctx: int) -> None:
     questions = pick(path, per_kind)
+    later = held_back(path)
     temp = Path(tempfile.mkdtemp(prefix="answer-llm-"))
     try:
         async with local_services(get_settings(data_dir=temp)) as svc:
             docs = [d for d in Dataset(path, {}, {}, {}).corpus() if isinstance(d, Document)]
             await svc.pipeline.ingest(docs, placement="auto", optimize=True)
-        extractive = await ask_all(temp, questions, {}, sources)
+        extractive = await ask_all(temp, questions, {}, sources, later)
         print(json.dumps({"set": path.name, "mode": "extractive", **extractive}), flush=True)
         config = LocalConfig(model=packaged_gguf(), ctx=ctx, threads=1, parallel=1, port=18181, alias="local")
         with local_server(config) as running:
@@ -110,7 +124,7 @@ async def run(path: Path, per_kind: int, sources: int, max_tokens: int, ctx: int
                 "max_tokens": max_tokens,
                 "timeout_s": 120,
             }
-            local = await ask_all(temp, questions, llm, sources)
+            local = await ask_all(temp, questions, llm, sources, later)
         print(json.dumps({"set": path.name, "mode": "smollm2-135m", "sources": sources, **local}), flush=True)
     finally:
         shutil.rmtree(temp, ignore_errors=True)
@@ -119,7 +133,7 @@ async def run(path: Path, per_kind: int, sources: int, max_tokens: int, ctx: int
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("set", type=Path)
-    ap.add_argument("--per-kind", type=int, default=20)
+    ap.add_argument("--per-kind", type=int, default=20, help="questions of each kind (0: the whole set)")
     ap.add_argument("--sources", type=int, default=5)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--ctx", type=int, default=2048)
