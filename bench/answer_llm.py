@@ -105,7 +105,7 @@ async def ask_all(
     return report
 
 
-async def run(path: Path, per_kind: int, sources: int, max_tokens: int, ctx: int) -> None:
+async def run(path: Path, per_kind: int, sources: int, max_tokens: int, ctx: int, port: int) -> None:
     questions = pick(path, per_kind)
     later = held_back(path)
     temp = Path(tempfile.mkdtemp(prefix="answer-llm-"))
@@ -115,7 +115,7 @@ async def run(path: Path, per_kind: int, sources: int, max_tokens: int, ctx: int
             await svc.pipeline.ingest(docs, placement="auto", optimize=True)
         extractive = await ask_all(temp, questions, {}, sources, later)
         print(json.dumps({"set": path.name, "mode": "extractive", **extractive}), flush=True)
-        config = LocalConfig(model=packaged_gguf(), ctx=ctx, threads=1, parallel=1, port=18181, alias="local")
+        config = LocalConfig(model=packaged_gguf(), ctx=ctx, threads=1, parallel=1, port=port, alias="local")
         with local_server(config) as running:
             llm = {
                 "base_url": running.base_url,
@@ -137,8 +137,9 @@ def main() -> None:
     ap.add_argument("--sources", type=int, default=5)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--ctx", type=int, default=2048)
+    ap.add_argument("--port", type=int, default=18181, help="the local model port (one per run)")
     args = ap.parse_args()
-    asyncio.run(run(args.set, args.per_kind, args.sources, args.max_tokens, args.ctx))
+    asyncio.run(run(args.set, args.per_kind, args.sources, args.max_tokens, args.ctx, args.port))
 
 
 if __name__ == "__main__":
