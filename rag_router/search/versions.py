@@ -7,8 +7,9 @@
     earlier         "旧…", "修订前", "old", "former", "previous", "repealed" → the one before the latest
     original        "最初", "原始", "original", "as enacted" → the first
 
-A year is read wherever its words stand (they say "version"); a word alone ("new", "旧") only
-next to a clause or a law the query names, so "current density" or "the old house" say nothing.
+A year is read wherever its words stand (they say "version"); other words only next to a clause
+or a law the query names, and a bare adjective ("new", "old") only right before one, so "current
+density", "the old house" or "Article 36 prior consultation" say nothing.
 "latest" and "最新" stay words about documents (recency: the hot tier), "现行" next to a law is
 about its version: the query then searches both tiers, where the law's versions may lie.
 Stored chunks carry ``version`` (the year their title names, or a law's date: indexers/text/
@@ -79,12 +80,13 @@ _YEARS: list[tuple[re.Pattern[str], Want]] = [
 ]
 # A Chinese law's name right after a one-character word ("新公司法", "旧《合同法》").
 _LAW_NEXT = r"(?=《|[\u3400-\u9fff]{1,20}?(?:法|法典|条例|规定|办法|章程)(?:第|的|[\s《》（(]|$))"
-_WORDS: list[tuple[re.Pattern[str], Want]] = [
+# Phrases that name a version, next to a clause or a law (either side).
+_PHRASES: list[tuple[re.Pattern[str], Want]] = [
     (
         re.compile(
             rf"现行(?:有效)?的?|新修[订正]的?|修[订正改]后的?|新版的?|新{_LAW_NEXT}"
-            r"|\b(?:currently\s+in\s+force|in\s+force|current(?:ly)?|new|as\s+amended|amended"
-            r"|revised|consolidated)\b",
+            r"|\b(?:(?:as\s+)?currently\s+in\s+force|as\s+amended|in\s+its\s+(?:current|amended|present)"
+            r"\s+(?:form|version|wording)|(?:current|new|amended|consolidated)\s+(?:version|text|wording))\b",
             re.I,
         ),
         "latest",
@@ -92,8 +94,9 @@ _WORDS: list[tuple[re.Pattern[str], Want]] = [
     (
         re.compile(
             rf"修[订正改]前的?|[旧老原]版本?的?|旧{_LAW_NEXT}|原(?=《)"
-            r"|\b(?:old|older|former|previous|prior|earlier|repealed|superseded|outdated|unamended"
-            r"|pre-amendment|pre-reform)\b",
+            r"|\b(?:in\s+its\s+(?:old|former|previous|earlier|prior)\s+(?:form|version|wording)"
+            r"|(?:old|former|previous|earlier|prior|repealed|superseded)\s+(?:version|text|wording)"
+            r"|before\s+(?:the|its)\s+(?:amendments?|revision|reform))\b",
             re.I,
         ),
         "earlier",
@@ -101,12 +104,32 @@ _WORDS: list[tuple[re.Pattern[str], Want]] = [
     (
         re.compile(
             r"最初(?:版本)?的?|原始(?:版本|文本)?的?|首版的?"
-            r"|\b(?:original(?:ly)?|as\s+(?:originally\s+)?(?:enacted|adopted|passed))\b",
+            r"|\b(?:as\s+(?:originally\s+)?(?:enacted|adopted|passed)|in\s+its\s+original\s+(?:form|version"
+            r"|wording)|original\s+(?:version|text|wording))\b",
             re.I,
         ),
         "original",
     ),
 ]
+# A bare adjective only right before the clause or law it qualifies ("the old Article 5", "the
+# current GDPR"): after one it is the clause's own topic ("Article 36 prior consultation").
+_ADJECTIVES: list[tuple[re.Pattern[str], Want]] = [
+    (re.compile(r"\b(?:current|new|amended|revised|consolidated)\b", re.I), "latest"),
+    (
+        re.compile(
+            r"\b(?:old|older|former|previous|prior|earlier|repealed|superseded|outdated|unamended)\b", re.I
+        ),
+        "earlier",
+    ),
+    (re.compile(r"\boriginal\b", re.I), "original"),
+]
+_FILLER = r"(?:\s|\b(?:(?i:the|of|version|text|wording|form|edition))\b)*"
+_JUST_FILLER = re.compile(_FILLER)
+# ... or right before a law's name: "the current Data Protection Code", "the old GDPR"
+_LAW_TITLE = re.compile(
+    rf"{_FILLER}(?:(?:[A-Z][\w.'&-]*\s+){{0,5}}(?:Act|Code|Law|Regulation|Directive|Constitution|Treaty"
+    r"|Convention|Charter|Statute|Ordinance|Rules)|[A-Z]{3,8})\b"
+)
 _NEAR = 30  # characters between a version word and the clause or law it qualifies
 _STOP = re.compile(r"[.?!;。？！；\n]")
 
@@ -134,11 +157,21 @@ def find_version(
             if not _overlaps(m.span(), taken):
                 return Version(m.group(0).strip(), want, m.span(), int(m.group(1)))
     named = [*clauses, *laws]
-    for pattern, want in _WORDS:
+    for pattern, want in _PHRASES:
         for m in pattern.finditer(query):
             if not _overlaps(m.span(), taken) and _near(query, m.span(), named):
                 return Version(m.group(0).strip(), want, m.span())
+    for pattern, want in _ADJECTIVES:
+        for m in pattern.finditer(query):
+            if not _overlaps(m.span(), taken) and _right_before(query, m.end(), named):
+                return Version(m.group(0).strip(), want, m.span())
     return None
+
+
+def _right_before(query: str, end: int, named: Sequence[Span]) -> bool:
+    if _LAW_TITLE.match(query, end):
+        return True
+    return any(a >= end and _JUST_FILLER.fullmatch(query[end:a]) for a, _ in named)
 
 
 def _near(query: str, span: Span, named: Sequence[Span]) -> bool:

@@ -89,6 +89,9 @@ def test_a_us_code_citation_filters_on_section_and_title_and_the_title_is_droppe
         ("former Art. 7 of the GDPR", "earlier", None, ("GDPR",)),
         ("GDPR Article 5 before the 2018 amendment", "before", 2018, ("GDPR",)),
         ("Companies Act 2006 section 172", "year", 2006, None),
+        ("the current version of Article 5", "latest", None, None),
+        ("Article 5 as amended", "latest", None, None),
+        ("Article 5 in its original form", "original", None, None),
     ],
 )
 def test_the_version_a_query_asks_for(
@@ -108,6 +111,9 @@ def test_the_version_a_query_asks_for(
         "latest Article 5 guidance",  # about documents: recency
         "Article 17. What was the old rule?",  # the word is in another sentence
         "Smith et al. (2019) on Article 5",  # a year in brackets cites, it is no version
+        "Article 36 prior consultation",  # after the clause: its topic
+        "Article IV, Section 3 admission of new states",
+        "new rules under Article 5",  # before a noun of its own
     ],
 )
 def test_words_that_pick_no_version(query: str) -> None:
