@@ -1,24 +1,29 @@
-"""Per-query leg weights from what the legs returned: each leg is trusted as far as the others
-corroborate its best hits. Pure.
+"""Per-query leg weights from what the legs returned: how clearly each leg's best hit leads,
+and how far the legs agree. Pure.
 
-Equal weights fit a collection where the legs are about as good; where one leg is clearly the
-weaker (BM25 on long natural-language questions, a dense model on words it never saw), fusing
-it at full weight pulls the hybrid below the better leg. Which leg is weaker shows per query in
-how the legs agree: a leg's top hits that are relevant tend to score well in the other leg too
-(a relevant passage shares words with the question, and means what it asks), while a leg's
-false positives (a passage that repeats the question's filler words, a near-topic embedding
-match) tend to score low there. So a leg's *support* is the mean score, in each other leg's
-DBSF scale (mean ± 3σ → [0, 1], the fusion's own normalisation), of its top ``k`` hits; a hit
-another leg did not return counts as that leg's lowest score.
+Equal weights fit a collection where the legs are about as good; where one leg is the weaker
+(BM25 on long natural-language questions, a dense model on words it never saw), fusing it at
+full weight pulls the hybrid below the better leg. Per query, two things the legs return say
+which to trust:
 
-The weights multiply the configured ones (policy: clause queries, a language the embedder does
-not read) by ``(support / geometric mean of supports) ** gamma``, clamped to ``bounds``: legs that
-support each other equally keep their weights exactly; one parameter sets how far the balance
-may move. Nothing here reads the query's text, the embedder or the collection: the same rule
-holds for any language and any model, because it reads only the scores the legs returned.
-A leg whose scores are flat ranks nothing: it maps to 1 throughout, so it corroborates every
-hit of the other leg that it returned, while its own top hits (an arbitrary order) get only the
-other leg's average: it loses weight.
+- **Lead.** A leg that found what the query asks for tends to rank one hit clearly above the
+  rest; a leg that matched noise returns a flat head (many hits about as good). The lead is the
+  best hit's margin over the hit ``k`` places below it, in the leg's own DBSF scale (mean ± 3σ
+  of its candidates → [0, 1], the fusion's normalisation), so cosines and BM25 compare without
+  a per-model constant. A leg whose scores are flat has no lead.
+- **Agreement.** When the legs' top ``k`` overlap, fusing them is safe whatever their leads;
+  when they disagree, the fused list has to choose, and the leg with the clearer lead is the
+  better bet. The overlap (shared top-``k`` hits over ``k``) scales how far leads may move the
+  weights: full agreement keeps the configured weights exactly.
+
+A leg's weight is its configured one (the policy's: clause queries, a language the embedder
+does not read) times ``(lead / geometric mean of the leads) ** (gamma × (1 - overlap))``,
+clamped to ``[low, high]``. Neither the query's text nor the model is read: the rule holds for
+any language and any embedder because it reads only the scores the legs returned (a query in
+a language the embedder cannot read gets a flat, disagreeing dense leg, and loses its weight
+here even where the policy has not zeroed it). The query's length showed no relation to which
+leg wins on the shared sets, so it is not a signal here; its effect on BM25 (a long question's
+many common words flatten the head) is read from the scores.
 """
 
 from __future__ import annotations
@@ -32,9 +37,10 @@ from indexers.tiers.query import LegHit
 
 @dataclass(frozen=True, slots=True)
 class Adaptive:
-    """How far per-query evidence may move the configured leg weights."""
+    """How far per-query evidence may move the configured leg weights (docs/benchmarks.md: the
+    values were chosen on SciFact's train queries and one half of every other shared set)."""
 
-    k: int = 10  # top hits of a leg whose support is measured
+    k: int = 5  # the lead is over the hit k places below the best; agreement over the top k
     gamma: float = 1.0  # 0: the configured weights, unchanged
     low: float = 0.5  # the most a leg's weight may shrink, as a factor
     high: float = 2.0  # ... and grow
@@ -53,23 +59,16 @@ def dbsf_scale(scores: Sequence[float]) -> list[float]:
     return [(x - mean + 3 * sd) / (6 * sd) for x in scores]
 
 
-def support(ranked: Mapping[str, Sequence[LegHit]], k: int) -> dict[str, float]:
-    """Leg kind → the mean normalised score its top ``k`` hits get in the other legs."""
-    scaled: dict[str, dict[int, float]] = {}
-    floors: dict[str, float] = {}
-    for kind, hits in ranked.items():
-        values = dbsf_scale([h.score for h in hits])
-        scaled[kind] = {h.key: v for h, v in zip(hits, values, strict=True)}
-        floors[kind] = min(values, default=0.0)
-    out: dict[str, float] = {}
-    for kind, hits in ranked.items():
-        top = [h.key for h in hits[:k]]
-        others = [o for o in ranked if o != kind]
-        if not top or not others:
-            continue
-        per_other = [math.fsum(scaled[o].get(key, floors[o]) for key in top) / len(top) for o in others]
-        out[kind] = math.fsum(per_other) / len(per_other)
-    return out
+def lead(hits: Sequence[LegHit], k: int) -> float:
+    """The best hit's margin over the hit ``k`` places below it (or the last), in DBSF units."""
+    scaled = dbsf_scale([h.score for h in hits])
+    return scaled[0] - scaled[min(k, len(scaled) - 1)] if len(scaled) > 1 else 0.0
+
+
+def agreement(ranked: Mapping[str, Sequence[LegHit]], k: int) -> float:
+    """The share of the top ``k`` that every leg has in its own top ``k``."""
+    tops = [{h.key for h in hits[:k]} for hits in ranked.values()]
+    return len(set.intersection(*tops)) / k if tops else 0.0
 
 
 def adapt(
@@ -77,18 +76,19 @@ def adapt(
     weights: Mapping[str, float] | None,
     config: Adaptive = Adaptive(),
 ) -> dict[str, float]:
-    """The configured weights of ``ranked``'s leg kinds, moved by their support.
+    """The configured weights of ``ranked``'s leg kinds, moved by their leads and agreement.
 
-    A leg of weight 0 (or an empty one) takes no part: it neither votes nor is voted on.
+    Only legs with a weight and two hits or more vote (one hit has no lead to read); the others
+    keep their configured weight.
     """
     base = {kind: (weights or {}).get(kind, 1.0) for kind in ranked}
-    voting = {kind: hits for kind, hits in ranked.items() if base[kind] > 0 and hits}
+    voting = {kind: hits for kind, hits in ranked.items() if base[kind] > 0 and len(hits) > 1}
     if len(voting) < 2 or config.gamma == 0:
         return base
+    power = config.gamma * (1.0 - agreement(voting, config.k))
     # Floored above 0 so that the geometric mean and the power are defined; the clamp bounds it.
-    sup = {kind: max(s, 1e-6) for kind, s in support(voting, config.k).items()}
-    centre = math.exp(math.fsum(math.log(s) for s in sup.values()) / len(sup))
-    for kind, s in sup.items():
-        factor = (s / centre) ** config.gamma
-        base[kind] *= min(max(factor, config.low), config.high)
+    leads = {kind: max(lead(hits, config.k), 1e-6) for kind, hits in voting.items()}
+    centre = math.exp(math.fsum(math.log(x) for x in leads.values()) / len(leads))
+    for kind, x in leads.items():
+        base[kind] *= min(max((x / centre) ** power, config.low), config.high)
     return base

@@ -1,4 +1,5 @@
-"""Adaptive fusion: per-query leg weights from how far the legs corroborate each other's best hits."""
+"""Adaptive fusion: per-query leg weights from how clearly each leg's best hit leads, and how far
+the legs agree."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 
 from indexers.records import StoredChunk, chunk_key
 from indexers.tiers.query import LegHit
-from rag_router.search.adaptive import Adaptive, adapt, dbsf_scale, support
+from rag_router.search.adaptive import Adaptive, adapt, agreement, dbsf_scale, lead
 from rag_router.search.fuse import Fused, adaptive, dbsf, fuse
 
 
@@ -22,66 +23,68 @@ def ids(fused: list[Fused]) -> list[str]:
     return [str(f.hit.ref) for f in fused]
 
 
-DESCENDING = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2]
-# Dense ranks a b c … ; lexical agrees on the middle but puts two noise hits (x, y) on top that
-# dense ranks last: the dense leg's best hits are corroborated, the lexical leg's are not.
-DENSE = ranked("a b c d e f x y", DESCENDING)
-LEXICAL = ranked("x y a b c d e f", [30.0, 29.0, 12.0, 11.0, 10.0, 9.0, 8.0, 7.0])
+# Dense: a and x lead clearly, the rest trail. Lexical: a flat head of six (x … u), then a tail.
+DENSE = ranked("a x b c d e f g h i", [0.90, 0.80, 0.50, 0.49, 0.48, 0.47, 0.46, 0.45, 0.44, 0.43])
+LEXICAL = ranked("x y z w v u t s q p", [10.0, 9.5, 9.0, 8.5, 8.0, 7.5, 1.0, 0.9, 0.8, 0.7])
+BOTH = {"dense": DENSE, "lexical": LEXICAL}
 
 
-def test_the_corroborated_leg_gains_weight_and_the_other_loses_it() -> None:
-    weights = adapt({"dense": DENSE, "lexical": LEXICAL}, None, Adaptive(k=2))
+def test_the_leg_whose_best_hit_leads_gains_weight_over_a_flat_head() -> None:
+    assert lead(DENSE, 5) > lead(LEXICAL, 5) > 0
+    weights = adapt(BOTH, None)
     assert weights["dense"] > 1.0 > weights["lexical"]
 
 
-def test_agreeing_legs_keep_the_configured_weights() -> None:
-    same = ranked("a b c d e f", [0.9, 0.8, 0.7, 0.6, 0.5, 0.4])
-    lexical = ranked("a b c d e f", [18.0, 16.0, 14.0, 12.0, 10.0, 8.0])  # same order, other scale
-    weights = adapt({"dense": same, "lexical": lexical}, {"lexical": 2.0})
-    assert weights == pytest.approx({"dense": 1.0, "lexical": 2.0})
-
-
-def test_a_flat_leg_loses_weight() -> None:
-    """Flat scores rank nothing: the informative leg's hits are all 'corroborated' by it, while its
-    own top hits (an arbitrary order) get only the other leg's average."""
-    flat = ranked("y a x b c d e f", [5.0] * 8)
-    weights = adapt({"dense": DENSE, "lexical": flat}, None, Adaptive(k=2))
+def test_a_leg_with_flat_scores_has_no_lead_and_loses_weight() -> None:
+    flat = ranked("x y z w v u t s q p", [5.0] * 10)
+    assert lead(flat, 5) == 0.0
+    weights = adapt({"dense": DENSE, "lexical": flat}, None)
     assert weights["lexical"] < 1.0 < weights["dense"]
 
 
+def test_agreement_keeps_the_configured_weights_and_disagreement_moves_them() -> None:
+    lexical = ranked("a x b c d e f g h i", [18.0, 12.0, 9.0, 8.9, 8.8, 8.7, 8.6, 8.5, 8.4, 8.3])
+    assert agreement({"dense": DENSE, "lexical": lexical}, 5) == 1.0
+    assert adapt({"dense": DENSE, "lexical": lexical}, {"lexical": 2.0}) == {"dense": 1.0, "lexical": 2.0}
+    # the same lexical scores on other chunks from the third place on: partial agreement
+    partial = ranked("a x y z w v u t s q", [18.0, 12.0, 9.0, 8.9, 8.8, 8.7, 8.6, 8.5, 8.4, 8.3])
+    assert agreement({"dense": DENSE, "lexical": partial}, 5) == pytest.approx(0.4)
+    moved = adapt({"dense": DENSE, "lexical": partial}, None, Adaptive(gamma=1.0, low=0.01, high=100))
+    full = adapt(BOTH, None, Adaptive(gamma=1.0, low=0.01, high=100))
+    assert agreement(BOTH, 5) < 0.4 and abs(full["dense"] - 1) > abs(moved["dense"] - 1) > 0
+
+
 def test_weights_stay_within_bounds_and_gamma_zero_changes_nothing() -> None:
-    config = Adaptive(k=2, gamma=50.0, low=0.5, high=2.0)
-    weights = adapt({"dense": DENSE, "lexical": LEXICAL}, {"dense": 1.0, "lexical": 3.0}, config)
+    config = Adaptive(gamma=50.0, low=0.5, high=2.0)
+    weights = adapt(BOTH, {"dense": 1.0, "lexical": 3.0}, config)
     assert weights == pytest.approx({"dense": 2.0, "lexical": 1.5})  # both clamped: × 2 and × 0.5
-    assert adapt({"dense": DENSE, "lexical": LEXICAL}, None, Adaptive(gamma=0)) == {
-        "dense": 1.0,
-        "lexical": 1.0,
-    }
+    assert adapt(BOTH, None, Adaptive(gamma=0)) == {"dense": 1.0, "lexical": 1.0}
 
 
-def test_a_leg_of_weight_zero_neither_votes_nor_moves() -> None:
-    weights = adapt({"dense": DENSE, "lexical": LEXICAL}, {"dense": 0.0})
-    assert weights == {"dense": 0.0, "lexical": 1.0}
+def test_a_leg_of_weight_zero_or_one_hit_neither_votes_nor_moves() -> None:
+    assert adapt(BOTH, {"dense": 0.0}) == {"dense": 0.0, "lexical": 1.0}
     assert adapt({"dense": DENSE, "lexical": []}, None) == {"dense": 1.0, "lexical": 1.0}
+    assert adapt({"dense": DENSE, "lexical": LEXICAL[:1]}, None) == {"dense": 1.0, "lexical": 1.0}
     assert adapt({"dense": DENSE}, None) == {"dense": 1.0}
 
 
 def test_deterministic_and_independent_of_leg_order() -> None:
-    one = adapt({"dense": DENSE, "lexical": LEXICAL}, None, Adaptive(k=3))
-    two = adapt({"lexical": LEXICAL, "dense": DENSE}, None, Adaptive(k=3))
-    assert one == two == adapt({"dense": DENSE, "lexical": LEXICAL}, None, Adaptive(k=3))
+    one = adapt(BOTH, {"lexical": 2.0})
+    assert (
+        one == adapt({"lexical": LEXICAL, "dense": DENSE}, {"lexical": 2.0}) == adapt(BOTH, {"lexical": 2.0})
+    )
 
 
-def test_support_is_the_other_legs_normalised_score_of_the_top_hits() -> None:
-    got = support({"dense": DENSE, "lexical": LEXICAL}, k=2)
-    lexical_values = dbsf_scale([h.score for h in LEXICAL])
-    lexical_scale = {str(h.ref): v for h, v in zip(LEXICAL, lexical_values, strict=True)}
-    dense_scale = {str(h.ref): v for h, v in zip(DENSE, dbsf_scale(DESCENDING), strict=True)}
-    assert got["dense"] == pytest.approx((lexical_scale["a"] + lexical_scale["b"]) / 2)
-    assert got["lexical"] == pytest.approx((dense_scale["x"] + dense_scale["y"]) / 2)
-    # a top hit the other leg did not return counts as that leg's lowest score
-    short = support({"dense": DENSE, "lexical": ranked("z a", [3.0, 1.0])}, k=1)
-    assert short["lexical"] == pytest.approx(min(dbsf_scale(DESCENDING)))
+def test_lead_is_the_margin_over_the_hit_k_places_down_in_dbsf_units() -> None:
+    scaled = dbsf_scale([h.score for h in LEXICAL])
+    assert lead(LEXICAL, 5) == pytest.approx(scaled[0] - scaled[5])
+    assert lead(LEXICAL[:3], 5) == pytest.approx(scaled_head(LEXICAL[:3]))  # short: to the last
+    assert lead(LEXICAL[:1], 5) == 0.0
+
+
+def scaled_head(hits: list[LegHit]) -> float:
+    scaled = dbsf_scale([h.score for h in hits])
+    return scaled[0] - scaled[-1]
 
 
 def test_dbsf_scale_of_flat_or_single_scores_is_one() -> None:
@@ -90,13 +93,12 @@ def test_dbsf_scale_of_flat_or_single_scores_is_one() -> None:
     assert dbsf_scale([1.0, 0.0]) == pytest.approx([0.5 + 0.5 / (6 * sd), 0.5 - 0.5 / (6 * sd)])
 
 
-def test_adaptive_fusion_ranks_the_corroborated_legs_hit_first_where_dbsf_does_not() -> None:
-    outlier = ranked("x y a b c d e f", [60.0, 20.0, 12.0, 11.0, 10.0, 9.0, 8.0, 7.0])
-    legs = {"hot.dense": DENSE, "hot.lexical": outlier}
-    assert ids(dbsf(legs))[0] == "x"  # the lexical leg's outlier, which dense ranks last, wins
-    fused = adaptive(legs, config=Adaptive(k=2))
-    assert ids(fused)[:2] == ["a", "b"]
-    assert set(ids(fused)) == set(ids(dbsf(legs)))  # reweighted, nothing lost
+def test_adaptive_fusion_is_dbsf_with_the_adapted_weights() -> None:
+    legs = {"hot.dense": DENSE, "hot.lexical": LEXICAL}
+    assert ids(dbsf(legs))[:4] == ["x", "a", "y", "z"]  # the lexical leg's flat head fills in
+    assert ids(adaptive(legs))[:4] == ["x", "a", "b", "c"]  # the leading leg orders the rest
+    assert ids(adaptive(legs)) == ids(dbsf(legs, weights=adapt(BOTH, None)))
+    assert ids(adaptive(legs, config=Adaptive(gamma=0))) == ids(dbsf(legs))
     assert ids(fuse("adaptive", legs)) == ids(adaptive(legs))  # the name the settings use
 
 
