@@ -335,6 +335,7 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         timeout_s=settings.llm.timeout_s,
         context_tokens=settings.llm.context_tokens,
         max_tokens=settings.llm.max_tokens,
+        source_tokens=settings.llm.source_tokens,
     )
     return Services(
         settings=settings,

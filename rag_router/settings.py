@@ -58,6 +58,12 @@ class LLMSettings(BaseModel):
     context_tokens: int = Field(8192, ge=512, description="the model's context window (vLLM --max-model-len)")
     sources: int = Field(5, ge=1, le=20, description="top hits given to the model as numbered sources")
     max_tokens: int = Field(512, ge=8, description="answer tokens when the question states no limit")
+    source_tokens: int = Field(
+        0,
+        ge=0,
+        description="most tokens the sources below the first may add to the prompt (0: the window alone "
+        "decides); a CPU model reads ~150 prompt tokens/s, so this is its time to first token",
+    )
     # `rag-router llm serve` (the local-llm extra): llama.cpp's server on one GGUF, for machines
     # without a GPU server; vLLM or any OpenAI-compatible server is the production path
     local_model: Path | None = Field(None, description="GGUF to serve; unset → the packaged SmolLM2-135M")

@@ -85,6 +85,7 @@ class Answerer:
         timeout_s: float,
         context_tokens: int,
         max_tokens: int = 512,
+        source_tokens: int = 0,
     ) -> None:
         self._searcher = searcher
         self._analyzer = analyzer
@@ -93,6 +94,7 @@ class Answerer:
         self._timeout = timeout_s
         self._context = context_tokens
         self._max_tokens = max_tokens
+        self._source_tokens = source_tokens
 
     async def _prepare(self, params: AnswerParams) -> tuple[SearchOutcome, CompiledPrompt, float]:
         deadline = time.monotonic() + self._timeout  # one deadline: the search's share comes from it
@@ -118,6 +120,7 @@ class Answerer:
             context_tokens=self._context,
             schema=params.schema,
             default_max_tokens=self._max_tokens,
+            source_tokens=self._source_tokens,
         )
 
     def _focus(self, question: str, text: str, n: int) -> str:

@@ -234,8 +234,10 @@ def compile_prompt(
     context_tokens: int = 4096,
     schema: Mapping[str, Any] | None = None,
     default_max_tokens: int = DEFAULT_MAX_TOKENS,
+    source_tokens: int = 0,
 ) -> CompiledPrompt:
-    """Messages for the chat model, with passages fitted to ``context_tokens`` minus the answer's budget."""
+    """Messages for the chat model, with passages fitted to ``context_tokens`` minus the answer's budget;
+    past the first, a source is given only while the sources stay within ``source_tokens`` (0: no cap)."""
     found = parse_constraints(question)
     c = found.merged(constraints) if constraints else found
     max_tokens = min(max_tokens_for(c, default_max_tokens), max(16, context_tokens // 4))
@@ -251,11 +253,13 @@ def compile_prompt(
         bullets=c.bullets,
     )
     budget = context_tokens - max_tokens - sum(count_tokens([system, question])) - 64
+    capped = source_tokens or budget
     fitted: list[Source] = []
     for source, tokens in zip(passages, count_tokens([p.text for p in passages]), strict=True):
-        if tokens + 8 > budget:
+        if tokens + 8 > budget or (fitted and tokens + 8 > capped):
             break
         budget -= tokens + 8
+        capped -= tokens + 8
         fitted.append(
             replace(
                 source, n=len(fitted) + 1, text=defuse(clean(source.text)), title=_clean_title(source.title)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,22 @@ def test_passages_are_fitted_to_the_context_by_tokens(embedder: SentenceTransfor
     assert 1 <= len(prompt.sources) < 10 and [s.n for s in prompt.sources] == list(
         range(1, len(prompt.sources) + 1)
     )
+
+
+def words(texts: Sequence[str]) -> list[int]:
+    return [len(t.split()) for t in texts]
+
+
+def test_sources_past_the_first_stay_within_the_source_budget() -> None:
+    """The budget bounds what a CPU model must read before its first token; the lead source is
+    given even when it alone is over it (the window permitting), and a cap of 0 means none."""
+    sources = [Source(i + 1, f"c{i}", f"d{i}", None, " ".join(["word"] * 50)) for i in range(5)]
+    capped = compile_prompt("q", sources, count_tokens=words, context_tokens=8192, source_tokens=120)
+    assert [s.n for s in capped.sources] == [1, 2]  # 58 + 58 tokens fit in 120, a third would not
+    lead = compile_prompt("q", sources, count_tokens=words, context_tokens=8192, source_tokens=10)
+    assert [s.n for s in lead.sources] == [1]
+    free = compile_prompt("q", sources, count_tokens=words, context_tokens=8192, source_tokens=0)
+    assert len(free.sources) == 5
 
 
 def test_the_domain_picks_the_system_message(embedder: SentenceTransformerEmbedder) -> None:
