@@ -34,7 +34,7 @@ from indexers.tiers.query import Filters
 from rag_router.answer.flow import AnswerOutcome, AnswerParams
 from rag_router.answer_eval import Judged, given, load_answer_set, score
 from rag_router.cli.common import local_services
-from rag_router.cli.llm import LocalConfig, local_server, packaged_gguf
+from rag_router.cli.llm import CPU_SOURCE_TOKENS, LocalConfig, local_server, packaged_gguf
 from rag_router.evaluate import Dataset
 from rag_router.search.flow import SearchParams
 from rag_router.settings import get_settings
@@ -105,7 +105,9 @@ async def ask_all(
     return report
 
 
-async def run(path: Path, per_kind: int, sources: int, max_tokens: int, ctx: int, port: int) -> None:
+async def run(
+    path: Path, per_kind: int, sources: int, max_tokens: int, ctx: int, port: int, source_tokens: int
+) -> None:
     questions = pick(path, per_kind)
     later = held_back(path)
     temp = Path(tempfile.mkdtemp(prefix="answer-llm-"))
@@ -121,6 +123,7 @@ async def run(path: Path, per_kind: int, sources: int, max_tokens: int, ctx: int
                 "base_url": running.base_url,
                 "model": running.alias,
                 "context_tokens": running.slot_ctx,
+                "source_tokens": source_tokens,  # what `rag-router llm serve` prints
                 "max_tokens": max_tokens,
                 "timeout_s": 120,
             }
@@ -137,9 +140,11 @@ def main() -> None:
     ap.add_argument("--sources", type=int, default=5)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--ctx", type=int, default=2048)
+    ap.add_argument("--source-tokens", type=int, default=CPU_SOURCE_TOKENS, help="0: no cap")
     ap.add_argument("--port", type=int, default=18181, help="the local model port (one per run)")
     args = ap.parse_args()
-    asyncio.run(run(args.set, args.per_kind, args.sources, args.max_tokens, args.ctx, args.port))
+    a = args
+    asyncio.run(run(a.set, a.per_kind, a.sources, a.max_tokens, a.ctx, a.port, a.source_tokens))
 
 
 if __name__ == "__main__":

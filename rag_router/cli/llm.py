@@ -50,6 +50,13 @@ def packaged_gguf() -> Path:
     )
 
 
+# What the sources below the first may add to a CPU model's prompt: llama.cpp reads ~120-210
+# prompt tokens/s on 2 cores, and a Chinese source runs to twice the tokens of an English one
+# (on qa-cmrc-trial's first 20 answerable questions: prompt median 580 → 418 tokens, TTFT 6.2 →
+# 2.4 s on a loaded machine, gold no lower; English prompts are rarely cut: docs/benchmarks.md)
+CPU_SOURCE_TOKENS = 128
+
+
 @dataclass(frozen=True, slots=True)
 class LocalConfig:
     model: Path
@@ -142,6 +149,7 @@ def serve(
             typer.echo(f"RAG_LLM__BASE_URL={running.base_url}")
             typer.echo(f"RAG_LLM__MODEL={running.alias}")
             typer.echo(f"RAG_LLM__CONTEXT_TOKENS={running.slot_ctx}")
+            typer.echo(f"RAG_LLM__SOURCE_TOKENS={CPU_SOURCE_TOKENS}")
             console.print("Ctrl-C stops it.")
             with contextlib.suppress(KeyboardInterrupt):
                 while True:

@@ -12,7 +12,7 @@ import httpx
 from typer.testing import CliRunner
 
 from rag_router.cli import app
-from rag_router.cli.llm import PACKAGED_GGUF, packaged_gguf
+from rag_router.cli.llm import CPU_SOURCE_TOKENS, PACKAGED_GGUF, packaged_gguf
 from tests.fakes.vllm import free_port
 
 
@@ -35,11 +35,12 @@ def test_serve_prints_the_settings_that_use_it_and_answers() -> None:
     ) as proc:
         try:
             assert proc.stdout is not None
-            lines = [proc.stdout.readline().strip() for _ in range(3)]
+            lines = [proc.stdout.readline().strip() for _ in range(4)]
             assert lines == [
                 f"RAG_LLM__BASE_URL=http://127.0.0.1:{port}/v1",
                 "RAG_LLM__MODEL=tiny",
                 "RAG_LLM__CONTEXT_TOKENS=512",
+                f"RAG_LLM__SOURCE_TOKENS={CPU_SOURCE_TOKENS}",
             ]
             models = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).json()
             assert models["data"][0]["id"] == "tiny"
