@@ -24,7 +24,7 @@ from typing import Annotated, Any
 import typer
 
 from rag_router.cli.common import app, console, fail
-from rag_router.settings import get_settings
+from rag_router.settings import LLMSettings, Settings, get_settings
 
 llm_app = typer.Typer(no_args_is_help=True, help="A local model for answers (llama.cpp, no GPU).")
 app.add_typer(llm_app, name="llm")
@@ -66,6 +66,34 @@ class LocalConfig:
     host: str = "127.0.0.1"
     port: int = 8081
     alias: str = "local"
+
+    @classmethod
+    def from_settings(cls, s: LLMSettings, **given: Any) -> LocalConfig:
+        """The ``RAG_LLM__LOCAL_*`` settings, with what a command line gave (None: not given)."""
+        chosen = {k: v for k, v in given.items() if v is not None}
+        return cls(
+            model=chosen.pop("model", None) or s.local_model or packaged_gguf(),
+            **{
+                "ctx": s.local_ctx,
+                "threads": s.local_threads,
+                "parallel": s.local_parallel,
+                "port": s.local_port,
+                "alias": s.local_alias,
+                **chosen,
+            },
+        )
+
+    def answering(self, settings: Settings) -> Settings:
+        """``settings`` with answers by this server (the settings ``llm serve`` prints)."""
+        llm = settings.llm.model_copy(
+            update={
+                "base_url": self.base_url,
+                "model": self.alias,
+                "context_tokens": self.slot_ctx,
+                "source_tokens": settings.llm.source_tokens or CPU_SOURCE_TOKENS,
+            }
+        )
+        return settings.model_copy(update={"llm": llm})
 
     @property
     def base_url(self) -> str:
@@ -134,14 +162,8 @@ def serve(
     """Serve a local model over the OpenAI API (llama.cpp), and print the settings that use it."""
     s = get_settings().llm
     try:
-        config = LocalConfig(
-            model=model or s.local_model or packaged_gguf(),
-            ctx=ctx or s.local_ctx,
-            threads=threads or s.local_threads,
-            parallel=parallel or s.local_parallel,
-            host=host,
-            port=port or s.local_port,
-            alias=alias or s.local_alias,
+        config = LocalConfig.from_settings(
+            s, model=model, ctx=ctx, threads=threads, parallel=parallel, host=host, port=port, alias=alias
         )
         with local_server(config) as running:
             console.print(f"[green]serving[/] {running.model.name} at {running.base_url}; answer with it:")
@@ -154,5 +176,17 @@ def serve(
             with contextlib.suppress(KeyboardInterrupt):
                 while True:
                     time.sleep(3600)
+    except LocalModelError as exc:
+        fail(str(exc))
+
+
+@contextlib.contextmanager
+def beside(settings: Settings) -> Iterator[Settings]:
+    """``rag-router serve --local-llm``: the local model served for as long as the block runs, and
+    ``settings`` answering with it. Its failure to start is the command's (exit 2, one line)."""
+    try:
+        with local_server(LocalConfig.from_settings(settings.llm)) as running:
+            console.print(f"[green]answering with[/] {running.model.name} at {running.base_url}")
+            yield running.answering(settings)
     except LocalModelError as exc:
         fail(str(exc))

@@ -18,7 +18,7 @@ import typer
 from rag_router.cli.common import api, app, console, fail, setup_logging, visible, where
 from rag_router.client import ApiError, Client
 from rag_router.owner import current_owner, holding
-from rag_router.settings import get_settings, shared_store
+from rag_router.settings import Settings, get_settings, shared_store
 
 log = logging.getLogger(__name__)
 Url = Annotated[
@@ -35,14 +35,27 @@ app.add_typer(jobs, name="jobs")
 def serve(
     host: Annotated[str | None, typer.Option(help="bind address (default RAG_HOST)")] = None,
     port: Annotated[int | None, typer.Option(help="port (default RAG_PORT)")] = None,
+    local_llm: Annotated[
+        bool, typer.Option("--local-llm", help="answer with `rag-router llm serve`'s model, run beside it")
+    ] = False,
 ) -> None:
     """Run the REST service (it owns the data dir while it runs; other commands go through it)."""
+    settings = get_settings()
+    setup_logging(settings, command=False)
+    if not local_llm:
+        _serve(settings, host, port)
+        return
+    from rag_router.cli.llm import beside
+
+    with beside(settings) as answering:
+        _serve(answering, host, port)
+
+
+def _serve(settings: Settings, host: str | None, port: int | None) -> None:
     import uvicorn
 
     from rag_router.api.app import create_app
 
-    settings = get_settings()
-    setup_logging(settings, command=False)
     # Measured at 64 clients (docs/benchmarks.md): with CPython's default thresholds (700, 10,
     # 10) the collector ran every few requests and walked the models' heap, stalling the event
     # loop up to 265 ms; fewer young collections and a frozen startup heap gave +20-30 %

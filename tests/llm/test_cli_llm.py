@@ -9,10 +9,12 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 from typer.testing import CliRunner
 
 from rag_router.cli import app
-from rag_router.cli.llm import CPU_SOURCE_TOKENS, PACKAGED_GGUF, packaged_gguf
+from rag_router.cli.llm import CPU_SOURCE_TOKENS, PACKAGED_GGUF, beside, packaged_gguf
+from rag_router.settings import get_settings
 from tests.fakes.vllm import free_port
 
 
@@ -47,3 +49,31 @@ def test_serve_prints_the_settings_that_use_it_and_answers() -> None:
         finally:
             proc.send_signal(signal.SIGINT)
             assert proc.wait(30) == 0
+
+
+def test_serve_local_llm_runs_the_model_beside_the_service_for_as_long_as_it_runs(tmp_path: Path) -> None:
+    """`rag-router serve --local-llm`: one command, the service's answers come from the model it
+    started, with the settings `llm serve` prints; the model stops with the service."""
+    port = free_port()
+    settings = get_settings(
+        data_dir=tmp_path, llm={"local_port": port, "local_ctx": 1024, "local_alias": "beside"}
+    )
+    with beside(settings) as answering:
+        llm = answering.llm
+        assert (llm.base_url, llm.model, llm.context_tokens) == (
+            f"http://127.0.0.1:{port}/v1",
+            "beside",
+            1024,
+        )
+        assert llm.source_tokens == CPU_SOURCE_TOKENS and settings.llm.base_url is None  # a copy
+        models = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).json()
+        assert models["data"][0]["id"] == "beside"
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+
+
+def test_serve_local_llm_that_cannot_start_is_one_line_and_status_2(tmp_path: Path) -> None:
+    env = {"RAG_DATA_DIR": str(tmp_path), "RAG_LLM__LOCAL_MODEL": str(tmp_path / "none.gguf")}
+    result = CliRunner().invoke(app, ["serve", "--local-llm", "--port", str(free_port())], env=env)
+    assert result.exit_code == 2 and "no such GGUF file" in result.output
+    assert not (tmp_path / "serve.json").exists()  # the data dir was never taken
