@@ -76,7 +76,7 @@ _YEAR = r"(?:1[89]\d\d|20\d\d)"
 # ("Companies Act 2006"), or a year amended ("as amended in 2018").
 TITLE_VERSION = re.compile(
     rf"[（(][^（）()\n]{{0,20}}?(?<!\d)({_YEAR})(?!\d)[^（）()\n]{{0,20}}[）)]"
-    rf"|(?<!\d)({_YEAR})\s*年?\s*(?:修订|修正|修改|版|文本)"
+    rf"|(?<!\d)({_YEAR})\s*(?:年\s*)?(?:修订|修正|修改|版|文本)"
     rf"|\b({_YEAR})\s+(?i:revision|version|edition|text|consolidation|amendments?)\b"
     rf"|\bAct,?\s+({_YEAR})\b"
     rf"|\b(?i:as\s+amended|amended|revised)\s+(?:in\s+|on\s+)?(?:\d{{1,2}}\s+)?(?:[A-Z][a-z]+\s+)?({_YEAR})\b"
@@ -136,7 +136,7 @@ def law_name(raw: str) -> str:
         return f"{usc.group(1)} U.S.C."
     # the version a name carries: "Companies Act 2006", "公司法2018年修订版"
     name = re.sub(rf"(?<=[A-Za-z])(?:,\s*|\s+){_YEAR}$", "", name)
-    name = re.sub(rf"(?<=[\u3400-\u9fff])\s*{_YEAR}\s*年?\s*(?:修订|修正)?版?本?$", "", name)
+    name = re.sub(rf"(?<=[\u3400-\u9fff])\s*{_YEAR}\s*(?:年\s*)?(?:修订|修正)?版?本?$", "", name)
     if name.startswith(_PRC) and len(name) > len(_PRC):
         name = name[len(_PRC) :]
     return name

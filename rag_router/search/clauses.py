@@ -54,6 +54,9 @@ class Law:
 
 
 _SUB = r"\((?:\d{1,3}|[a-z]{1,4})\)"
+# after 新/旧, what makes a word of its own rather than a version of a law ("新闻法", "新加坡公司法",
+# "旧金山市条例"): such a name is read whole, with no version
+NOT_A_VERSION = r"(?!闻|加坡|西兰|疆|冠|华|型|兴|区|能源|金山|约)"
 _S = r"[ \t\u00a0\u3000]*"  # "第 1030 条": spaces around Arabic digits, never a line break
 # A range of sections after a plural keyword ("§§ 1030-1031", "Sections 3 to 5"): every number in it
 _RANGE = r"\s*(?:[-–—]|\s(?:to|through)\s)\s*"
@@ -69,9 +72,9 @@ _CLAUSES = re.compile(
     rf"\b(?P<en>Articles?|Arts?\.?)\s*(?P<en_n>\d{{1,4}}|{ROMAN}\b)(?P<en_sub>(?:{_SUB})*)"
     rf"|\b(?-i:Amendment)\s+(?P<am_n>\d{{1,2}}|{ROMAN})\b"
     rf"|\b(?P<am_ord>\d{{1,2}}(?:st|nd|rd|th)|{_ORDINAL})\s+(?-i:Amendment)\b"
-    rf"|(?P<usc>\d{{1,3}}\s+{USC})\s*(?:§§?\s*)?(?P<usc_n>\d{{1,5}})(?P<usc_sub>(?:{_SUB})*)"
-    rf"|(?P<sec>§§?|\bSections?\b|\bSec(?:t|s)?\.|\bClauses?\b|\b(?-i:Rules?)\b)\s*"
-    rf"(?P<sec_n>\d{{1,4}}(?:\.\d{{1,3}})*)(?P<sec_sub>(?:{_SUB})*)(?:{_RANGE}(?P<sec_to>\d{{1,4}})\b)?"
+    rf"|\b(?P<usc>\d{{1,3}}\s+(?-i:{USC}))\s*(?:§§?\s*)?(?P<usc_n>\d{{1,5}})(?P<usc_sub>(?:{_SUB})*)"
+    rf"|(?P<sec>§§?|\bSections?\b|\bSec(?:t|s)?\.|\bClauses?\b|\b(?-i:Rule)\b)\s*"
+    rf"(?P<sec_n>\d{{1,4}}(?:\.\d{{1,3}})*)(?!\d)(?P<sec_sub>(?:{_SUB})*)(?:{_RANGE}(?P<sec_to>\d{{1,4}})\b)?"
     rf"|第{_S}(?P<zh_n>{_CN}){_S}条(?:{_S}之{_S}(?P<zh_sub>{_CN}))?(?:{_S}第{_S}(?P<zh_k>{_CN}){_S}款)?"
     rf"(?:{_S}第{_S}(?P<zh_x>{_CN}){_S}项)?",
     re.IGNORECASE,
@@ -189,16 +192,20 @@ def find_laws(query: str, clauses: list[Clause], cuts: list[Span] | None = None)
             span = (offset + m.start(1), offset + m.end(1))
             text = m.group(1)
             values = (text,)
-        out.setdefault(text, Law(text, values, span))
+        if values:  # 《 》, 《（修订）》: brackets with no name in them filter nothing
+            out.setdefault(text, Law(text, values, span))
     return list(out.values())
 
 
 def _names(name: str) -> tuple[str, ...]:
     """The values a Chinese name matches: with the state's name for a statute, and without a
     leading 新/旧 ("新公司法": 公司法, and 新闻法 stays itself)."""
+    if not name:  # 《 》, 《（修订）》: nothing but brackets and a version
+        return ()
     names = [name]
-    if name[0] in "新旧" and _STATE_LAW.search(name[1:]) and len(name) >= 3:
-        names.append(name[1:])
+    rest = name[1:]
+    if len(name) >= 3 and name[0] in "新旧" and re.match(NOT_A_VERSION, rest) and _STATE_LAW.search(rest):
+        names.append(rest)
     return tuple(v for n in names for v in ((n, f"中华人民共和国{n}") if _STATE_LAW.search(n) else (n,)))
 
 

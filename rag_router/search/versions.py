@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from indexers.records import metadata_year
 from indexers.text.structure import TITLE_VERSION, law_name
-from rag_router.search.clauses import Span
+from rag_router.search.clauses import NOT_A_VERSION, Span
 from rag_router.search.fuse import Hit
 
 Want = Literal["year", "before", "latest", "earlier", "original"]
@@ -40,7 +40,7 @@ EXTRA_CANDIDATES = 10
 _Y = r"(?:1[89]\d\d|20\d\d)"
 _BEFORE = r"(?:before|prior\s+to|until)\s+(?:the\s+)?"
 _YEARS: list[tuple[re.Pattern[str], Want]] = [
-    (re.compile(rf"(?<!\d)({_Y})\s*年?\s*(?:修订|修正|修改)\s*(?:之|以)?前的?"), "before"),
+    (re.compile(rf"(?<!\d)({_Y})\s*(?:年\s*)?(?:修订|修正|修改)\s*(?:之|以)?前的?"), "before"),
     (re.compile(rf"\b{_BEFORE}({_Y})\s+(?:amendments?|revision|reform|version|text)\b", re.I), "before"),
     (
         re.compile(
@@ -51,7 +51,9 @@ _YEARS: list[tuple[re.Pattern[str], Want]] = [
         "year",
     ),
     (
-        re.compile(rf"(?<!\d)({_Y})\s*年?\s*(?:(?:修订|修正|修改)(?:(?:之|以)?后)?(?:版本?)?|版本?|文本)的?"),
+        re.compile(
+            rf"(?<!\d)({_Y})\s*(?:年\s*)?(?:(?:修订|修正|修改)(?:(?:之|以)?后)?(?:版本?)?|版本?|文本)的?"
+        ),
         "year",
     ),
     (
@@ -76,10 +78,12 @@ _YEARS: list[tuple[re.Pattern[str], Want]] = [
         ),
         "year",
     ),
-    (re.compile(rf"\bAct,?\s+({_Y})\b"), "year"),
 ]
-# A Chinese law's name right after a one-character word ("新公司法", "旧《合同法》").
-_LAW_NEXT = r"(?=《|[\u3400-\u9fff]{1,20}?(?:法|法典|条例|规定|办法|章程)(?:第|的|[\s《》（(]|$))"
+# A Chinese law's name right after a one-character word ("新公司法", "旧《合同法》"), where 新/旧
+# does not begin a word of its own (NOT_A_VERSION: 新闻法, 新加坡…, 旧金山… are names).
+_LAW_NEXT = (
+    rf"{NOT_A_VERSION}(?=《|[\u3400-\u9fff]{{1,20}}?(?:法|法典|条例|规定|办法|章程)(?:第|的|[\s《》（(]|$))"
+)
 # Phrases that name a version, next to a clause or a law (either side).
 _PHRASES: list[tuple[re.Pattern[str], Want]] = [
     (
@@ -114,21 +118,23 @@ _PHRASES: list[tuple[re.Pattern[str], Want]] = [
 # A bare adjective only right before the clause or law it qualifies ("the old Article 5", "the
 # current GDPR"): after one it is the clause's own topic ("Article 36 prior consultation").
 _ADJECTIVES: list[tuple[re.Pattern[str], Want]] = [
-    (re.compile(r"\b(?:current|new|amended|revised|consolidated)\b", re.I), "latest"),
+    # lower case only: "New York Penal Law", "Old Age Security Act" are names, not versions
+    (re.compile(r"\b(?:current|new|amended|revised|consolidated)\b"), "latest"),
     (
-        re.compile(
-            r"\b(?:old|older|former|previous|prior|earlier|repealed|superseded|outdated|unamended)\b", re.I
-        ),
+        re.compile(r"\b(?:old|older|former|previous|prior|earlier|repealed|superseded|outdated|unamended)\b"),
         "earlier",
     ),
-    (re.compile(r"\boriginal\b", re.I), "original"),
+    (re.compile(r"\boriginal\b"), "original"),
 ]
 _FILLER = r"(?:\s|\b(?:(?i:the|of|version|text|wording|form|edition))\b)*"
 _JUST_FILLER = re.compile(_FILLER)
 # ... or right before a law's name: "the current Data Protection Code", "the old GDPR"
+# (an acronym counts as a law's name only before a clause or at the end of a sentence: "the old
+# GDPR", "the current GDPR Article 5", never "previous CEO of IBM")
 _LAW_TITLE = re.compile(
     rf"{_FILLER}(?:(?:[A-Z][\w.'&-]*\s+){{0,5}}(?:Act|Code|Law|Regulation|Directive|Constitution|Treaty"
-    r"|Convention|Charter|Statute|Ordinance|Rules)|[A-Z]{3,8})\b"
+    r"|Convention|Charter|Statute|Ordinance|Rules)\b"
+    r"|[A-Z]{3,8}\b(?=\s*(?:Art(?:icle)?s?\.?|§|Sections?|Sec\.)\s*\d|\s*[,.;:?!)]|\s*$))"
 )
 _NEAR = 30  # characters between a version word and the clause or law it qualifies
 _STOP = re.compile(r"[.?!;。？！；\n]")

@@ -88,7 +88,6 @@ def test_a_us_code_citation_filters_on_section_and_title_and_the_title_is_droppe
         ("the original Article 5", "original", None, None),
         ("former Art. 7 of the GDPR", "earlier", None, ("GDPR",)),
         ("GDPR Article 5 before the 2018 amendment", "before", 2018, ("GDPR",)),
-        ("Companies Act 2006 section 172", "year", 2006, None),
         ("the current version of Article 5", "latest", None, None),
         ("Article 5 as amended", "latest", None, None),
         ("Article 5 in its original form", "original", None, None),
@@ -114,14 +113,51 @@ def test_the_version_a_query_asks_for(
         "Article 36 prior consultation",  # after the clause: its topic
         "Article IV, Section 3 admission of new states",
         "new rules under Article 5",  # before a noun of its own
+        "Companies Act 2006 section 172",  # the year is the Act's name, not a version of it
+        "New York Penal Law § 120.05",  # capitalised: a name
+        "Old Age Security Act section 3",
+        "previous CEO of IBM",  # an acronym with no clause is no law
+        "新加坡公司法第5条",  # 新 begins a word of its own
+        "旧金山市条例第3条",
+        "新闻法第三条",
+        "新冠肺炎防控规定第三条",
     ],
 )
 def test_words_that_pick_no_version(query: str) -> None:
     assert extract(query, today=TODAY).version is None
 
 
-def test_a_name_that_starts_with_a_version_word_keeps_its_own_name() -> None:
-    assert extract("新闻法第三条", today=TODAY).laws[0].names[:2] == ("新闻法", "中华人民共和国新闻法")
+@pytest.mark.parametrize(
+    ("query", "names"),
+    [
+        ("新闻法第三条", ("新闻法", "中华人民共和国新闻法")),
+        ("新加坡公司法第5条", ("新加坡公司法", "中华人民共和国新加坡公司法")),
+        ("旧金山市条例第3条", ("旧金山市条例", "中华人民共和国旧金山市条例")),
+    ],
+)
+def test_a_name_that_starts_with_a_version_word_keeps_its_own_name(
+    query: str, names: tuple[str, ...]
+) -> None:
+    f = extract(query, today=TODAY)
+    assert [law.names for law in f.laws] == [names] and f.version is None
+
+
+@pytest.mark.parametrize("query", ["《 》第5条", "《（修订）》第五条", "见《（附件一）》第三条"])
+def test_brackets_with_no_name_in_them_name_no_law(query: str) -> None:
+    f = extract(query, today=TODAY)
+    assert f.laws == () and [c.number for c in f.clauses] == [int(f.clauses[0].number)]
+
+
+@pytest.mark.parametrize(
+    ("query", "numbers"),
+    [
+        ("Civil Procedure Rules 1998 Part 3", []),  # a plural "Rules" names rules, not rule 1998
+        ("§ 12101 ADA", []),  # no section read from the first four of five digits
+        ("Rule 56 summary judgment", [56]),
+    ],
+)
+def test_rule_names_and_long_numbers_are_not_misread(query: str, numbers: list[int]) -> None:
+    assert [c.number for c in extract(query, today=TODAY).clauses] == numbers
 
 
 def test_a_version_year_without_a_clause_or_law_is_still_a_year() -> None:
