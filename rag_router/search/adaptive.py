@@ -74,9 +74,12 @@ def lead(hits: Sequence[LegHit], k: int) -> float:
 
 
 def agreement(ranked: Mapping[str, Sequence[LegHit]], k: int) -> float:
-    """The share of the top ``k`` that every leg has in its own top ``k``."""
+    """The share of the top ``k`` that every leg has in its own top ``k`` (of the shortest leg's
+    top when a leg returned fewer: two legs with the same three hits agree fully)."""
     tops = [{h.key for h in hits[:k]} for hits in ranked.values()]
-    return len(set.intersection(*tops)) / k if tops else 0.0
+    if not tops or not min(tops, key=len):
+        return 0.0
+    return len(set.intersection(*tops)) / len(min(tops, key=len))
 
 
 def adapt(

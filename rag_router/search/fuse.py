@@ -11,7 +11,8 @@ Beside RRF, two score-based fusions that Qdrant and Elasticsearch also offer: ``
 (distribution-based score fusion: each leg's scores normalised by mean ± 3 standard deviations,
 as Qdrant's DBSF) and ``convex`` (min-max normalised scores, weighted sum: Elasticsearch's
 linear retriever). Both use the same leg weights. ``adaptive`` is DBSF whose weights are moved
-per query by how far the legs corroborate each other's best hits (``adaptive.py``).
+per query by each leg's lead (its best hit over the hit k places below) as far as the legs
+disagree on their top k (``adaptive.py``).
 
 Fusion needs keys and scores only; the chunks of the few fused hits that are kept are fetched
 afterwards (``Fused.hit.ref`` → ``Tier.hydrate``).

@@ -111,3 +111,13 @@ def test_tiers_are_merged_before_the_legs_are_weighed() -> None:
         "cold.lexical": LEXICAL[1::2],
     }
     assert ids(fuse("adaptive", split)) == ids(fuse("adaptive", {"hot.dense": DENSE, "hot.lexical": LEXICAL}))
+
+
+def test_legs_that_return_the_same_few_hits_agree_fully() -> None:
+    """Fewer hits than k: the share is of the shortest leg's top, so the same three hits are full
+    agreement (and leave the configured weights as they are), not 3/5."""
+    few = {"dense": ranked("a b c", [0.9, 0.5, 0.1]), "lexical": ranked("c a b", [7.0, 6.0, 1.0])}
+    assert agreement(few, 5) == 1.0
+    three = ranked("a b c", [0.9, 0.5, 0.1])
+    assert agreement({"dense": three, "lexical": ranked("a b", [7.0, 6.0])}, 5) == 1.0
+    assert agreement({"dense": three, "lexical": []}, 5) == 0.0
