@@ -61,8 +61,8 @@ class LLMSettings(BaseModel):
     source_tokens: int = Field(
         0,
         ge=0,
-        description="most tokens the sources below the first may add to the prompt (0: the window alone "
-        "decides); a CPU model reads ~150 prompt tokens/s, so this is its time to first token",
+        description="most tokens the sources may take in the prompt, the first always given (0: the "
+        "window alone decides); a CPU model reads ~150 prompt tokens/s, so this is its time to first token",
     )
     # `rag-router llm serve` (the local-llm extra): llama.cpp's server on one GGUF, for machines
     # without a GPU server; vLLM or any OpenAI-compatible server is the production path

@@ -237,7 +237,8 @@ def compile_prompt(
     source_tokens: int = 0,
 ) -> CompiledPrompt:
     """Messages for the chat model, with passages fitted to ``context_tokens`` minus the answer's budget;
-    past the first, a source is given only while the sources stay within ``source_tokens`` (0: no cap)."""
+    the first source is always given (the window permitting), each next one only while all of them stay
+    within ``source_tokens`` (0: no cap)."""
     found = parse_constraints(question)
     c = found.merged(constraints) if constraints else found
     max_tokens = min(max_tokens_for(c, default_max_tokens), max(16, context_tokens // 4))

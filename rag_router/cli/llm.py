@@ -50,7 +50,7 @@ def packaged_gguf() -> Path:
     )
 
 
-# What the sources below the first may add to a CPU model's prompt: llama.cpp reads ~120-210
+# What the sources may take in a CPU model's prompt (the first is always given): llama.cpp reads ~120-210
 # prompt tokens/s on 2 cores, and a Chinese source runs to twice the tokens of an English one
 # (on qa-cmrc-trial's first 20 answerable questions: prompt median 580 → 418 tokens, TTFT 6.2 →
 # 2.4 s on a loaded machine, gold no lower; English prompts are rarely cut: docs/benchmarks.md)

@@ -125,7 +125,7 @@ def words(texts: Sequence[str]) -> list[int]:
     return [len(t.split()) for t in texts]
 
 
-def test_sources_past_the_first_stay_within_the_source_budget() -> None:
+def test_the_sources_stay_within_the_source_budget_the_first_always_given() -> None:
     """The budget bounds what a CPU model must read before its first token; the lead source is
     given even when it alone is over it (the window permitting), and a cap of 0 means none."""
     sources = [Source(i + 1, f"c{i}", f"d{i}", None, " ".join(["word"] * 50)) for i in range(5)]
