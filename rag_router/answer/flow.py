@@ -130,12 +130,18 @@ class Answerer:
             return text
         window = FOCUS_WINDOW if n <= LEAD_SOURCES else 0
         units = sentences(text)
-        if len(units) <= 2 * window + 1:
+        if len(units) <= 1 or (len(units) <= 2 * window + 1 and self._fits(text, window)):
             return text
         wanted = set(self._analyzer.query_terms(strip_instructions(question)))
         hits = [len(wanted.intersection(self._analyzer.terms(u))) for u in units]
         best = max(range(len(units)), key=hits.__getitem__)
-        return " ".join(units[max(0, best - window) : best + window + 1])
+        focused = " ".join(units[max(0, best - window) : best + window + 1])
+        return focused if self._fits(focused, window) else units[best]
+
+    def _fits(self, text: str, window: int) -> bool:
+        """Whether a source's neighbours fit in the source budget: long Chinese sentences made the
+        lead's three alone twice what a CPU model reads in its time to first token."""
+        return not (window and self._source_tokens) or self._count([text])[0] <= self._source_tokens
 
     def _refit(self, params: AnswerParams, outcome: SearchOutcome, exc: LLMContextExceeded) -> CompiledPrompt:
         """The server's window is smaller than we were told (or its tokenizer counts more than ours):

@@ -15,7 +15,7 @@ TEXT = (
 )
 
 
-def answerer(llm: Any) -> Answerer:
+def answerer(llm: Any, source_tokens: int = 0) -> Answerer:
     return Answerer(
         searcher=cast(Any, None),
         analyzer=Analyzer(),
@@ -23,6 +23,7 @@ def answerer(llm: Any) -> Answerer:
         llm=llm,
         timeout_s=5,
         context_tokens=2048,
+        source_tokens=source_tokens,
     )
 
 
@@ -41,3 +42,12 @@ def test_lower_sources_give_their_best_sentence_alone() -> None:
 
 def test_extractive_answers_see_the_whole_text() -> None:
     assert answerer(None)._focus("How many inhabitants?", TEXT, 2) == TEXT
+
+
+def test_under_a_source_budget_the_lead_keeps_its_neighbours_only_if_they_fit() -> None:
+    question = "How many inhabitants does the city have?"
+    budgeted = answerer(object(), source_tokens=12)  # the three sentences are 21 words, the best one 7
+    assert budgeted._focus(question, TEXT, 1) == "The city has about 1.8 million inhabitants."
+    assert "Vistula" in answerer(object(), source_tokens=40)._focus(question, TEXT, 1)
+    assert budgeted._focus("anything", "One sentence only.", 1) == "One sentence only."
+    assert budgeted._focus("anything", "", 1) == ""
