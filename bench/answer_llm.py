@@ -82,7 +82,9 @@ async def ask_all(
             rows.append((judged, given(done)))
             if done.mode == "llm":
                 written.append((judged, given(done)))
-            if done.mode == "llm" and first is not None:
+            # every call the model answered, kept or replaced by quotes afterwards (a fallback
+            # streams no token of its own); a declined question never reaches it
+            if first is not None and not done.abstained and (done.mode == "llm" or done.llm_error):
                 ttft.append(first - started)
                 if done.usage and ended > first:
                     rates.append(done.usage["completion_tokens"] / (ended - first))
@@ -96,7 +98,8 @@ async def ask_all(
         report["ttft_s_p50"] = round(statistics.median(ttft), 2)
         report["ttft_s_p95"] = round(ttft[min(len(ttft) - 1, int(0.95 * len(ttft)))], 2)
         report["tokens_per_s"] = round(statistics.median(rates), 1) if rates else None
-    report["llm_answers"] = len(ttft)
+    report["llm_answers"] = len(written)
+    report["model_calls"] = len(ttft)
     if written:
         mine = score(written)
         report["model_written"] = {k: mine[k] for k in ("gold@answer", "cite@gold", "queries")}
