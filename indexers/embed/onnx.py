@@ -169,7 +169,7 @@ class OnnxEmbedder(PassEmbedder):
         threads: int | None = None,
     ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        model_dir = Path(resolve_model(model))
+        model_dir = Path(resolve_model(model, cache_dir.parent))  # cache_dir is the setting's onnx/
         folder = cache_dir / f"{model_dir.name}-{_fingerprint(model_dir)}"
         fp32 = folder / "model.onnx"
         if not fp32.exists():

