@@ -282,7 +282,6 @@ class Answerer:
             question,
             LLMError(f"no source supports the model's answer ({grounded.claims} claim(s), none cited)"),
         )
-        result.notes.append("the model's answer was not supported by the sources; quoted them instead")
         return result
 
     async def _self_repair(self, prompt: CompiledPrompt, broken: str, error: str, deadline: float) -> Any:
@@ -307,6 +306,8 @@ class Answerer:
         sources = [replace(s, text=stored.get(s.chunk_id, s.text)) for s in prompt.sources]
         text = extractive_answer(question, sources, prompt.constraints, self._analyzer)
         result = AnswerOutcome(outcome, "extractive", answer=text, llm_error=str(error) if error else None)
+        if error is not None and self.llm is not None:  # degraded says that; this says why
+            result.notes.append(f"the model's answer was replaced by quoted sentences: {error}")
         if prompt.constraints.format == "json" and sources:
             top = next(h for h in outcome.hits if h.chunk_id == sources[0].chunk_id)
             result.answer_json = extractive_json(text, prompt.constraints.json_fields, top.chunk.metadata)

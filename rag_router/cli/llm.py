@@ -134,7 +134,13 @@ def local_server(config: LocalConfig, ready_s: float = 60.0) -> Iterator[LocalCo
 
     if not config.model.is_file():
         raise LocalModelError(f"no such GGUF file: {config.model}")
-    server = xllamacpp.Server(_params(config))
+    try:
+        server = xllamacpp.Server(_params(config))
+    except RuntimeError as exc:  # "Failed to init server": most often the port is taken
+        raise LocalModelError(
+            f"llama.cpp could not start on {config.host}:{config.port} (is the port in use? "
+            f"--port or RAG_LLM__LOCAL_PORT moves it): {exc}"
+        ) from exc
     try:
         deadline = time.monotonic() + ready_s
         while True:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -77,3 +78,14 @@ def test_serve_local_llm_that_cannot_start_is_one_line_and_status_2(tmp_path: Pa
     result = CliRunner().invoke(app, ["serve", "--local-llm", "--port", str(free_port())], env=env)
     assert result.exit_code == 2 and "no such GGUF file" in result.output
     assert not (tmp_path / "serve.json").exists()  # the data dir was never taken
+
+
+def test_a_taken_port_is_one_line_and_status_2() -> None:
+    """Not llama.cpp's traceback: `llm serve &` left running, then `serve --local-llm`."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(app, ["llm", "serve", "--port", str(port)])
+    assert result.exit_code == 2 and f"could not start on 127.0.0.1:{port}" in result.output
+    assert "Traceback" not in result.output

@@ -128,6 +128,7 @@ def test_truncation_at_max_tokens_is_the_degraded_extractive_answer(
         body = ask(c, EDUCATION_Q)
     assert body["mode"] == "extractive" and body["degraded"] is True
     assert body["citations"] and body["citations"][0]["doc_id"] == "udhr-art-26"
+    assert any("cut at max_tokens" in note for note in body["notes"])  # why, not only that it degraded
 
 
 def test_the_client_raises_truncated_and_context_exceeded_from_llama_cpp(real_llm: LocalConfig) -> None:
@@ -163,10 +164,11 @@ def test_sources_over_the_real_window_are_refitted_to_it(
     docs = [
         {
             "id": f"edu-{t}",
-            # long sentences: each source stays long after it is cut to the question's sentences
+            # long sentences: each source stays long after it is cut to the question's sentence
+            # (the lead keeps its neighbours, the others their best sentence alone)
             "text": " ".join(
                 f"Education policy on {t} says "
-                + ", ".join(f"rule {j} applies to {t}" for j in range(20))
+                + ", ".join(f"rule {j} applies to {t}" for j in range(32))
                 + "."
                 for _ in range(3)
             ),
