@@ -9,6 +9,7 @@ with the extractive answer and ``degraded: true``, never a partial answer presen
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -32,6 +33,7 @@ from rag_router.search.instructions import strip_instructions
 log = logging.getLogger(__name__)
 
 Mode = Literal["llm", "extractive"]
+_IDEOGRAPH_END = re.compile(r"[\u3400-\u9fff\u3000-\u303f\uff00-\uffef]$")  # Chinese cites with no space
 JSON_PROSE_LIMIT = 300  # characters of output with no "{" yet: a JSON answer is not coming
 # Each source reaches the model as the sentence that shares most of the question's terms, the
 # first LEAD_SOURCES sources with FOCUS_WINDOW sentences either side: on 2 cores llama.cpp reads
@@ -254,6 +256,8 @@ class Answerer:
             if not grounded.grounded or not grounded.text:
                 return self._ungrounded(outcome, prompt, question, grounded)
             text, result.trimmed = enforce_limits(grounded.text, prompt.constraints)
+            if result.trimmed:
+                text = _keep_citation(text, grounded.text, len(prompt.sources))
         if grounded.attributed:
             result.notes.append(
                 f"{grounded.attributed} citation(s) attributed after generation by term overlap "
@@ -326,6 +330,18 @@ class Answerer:
             {"n": n, "chunk_id": by_n[n].chunk_id, "doc_id": by_n[n].doc_id} for n in cited.numbers
         ]
         result.dropped_citations = cited.dropped
+
+
+def _keep_citation(cut: str, whole: str, sources: int) -> str:
+    """A limit that cut the answer inside its first sentence also cut that sentence's ``[n]``:
+    the part kept is still that source's claim, so it keeps the mark (a mark is no word)."""
+    if parse_citations(cut, sources).numbers:
+        return cut
+    first = parse_citations(whole, sources).numbers[:1]
+    if not first:
+        return cut
+    cut = cut.rstrip()
+    return f"{cut}{'' if _IDEOGRAPH_END.search(cut) else ' '}[{first[0]}]"
 
 
 def _declines(outcome: SearchOutcome) -> bool:

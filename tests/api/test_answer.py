@@ -313,3 +313,14 @@ def test_an_answer_cut_at_max_tokens_past_the_asked_limit_is_kept_trimmed(
     assert body["mode"] == "llm" and not body["degraded"] and body["finish_reason"] == "length"
     assert body["answer"] == " ".join(["Everyone has the right to education [1]."] * 2)  # 12 words
     assert count_words(body["answer"]) <= 12
+
+
+def test_an_answer_cut_inside_its_first_sentence_keeps_that_sentences_citation(
+    client: TestClient, llm: tuple[ScriptedLLM, str]
+) -> None:
+    """The fresh-clone walk: "at most 10 words" left a fragment with no [n] shown as an answer."""
+    text = "Article 3 of the Universal Declaration says everyone has the right to life and liberty [1]."
+    llm[0].play(Step(words(text), finish="length"))
+    body, _ = ask(client, "What does Article 3 say? At most 6 words.")
+    assert body["mode"] == "llm" and count_words(body["answer"]) <= 6
+    assert body["answer"].endswith("[1]") and body["citations"] and body["citations"][0]["n"] == 1
