@@ -108,8 +108,7 @@ def parse_json(text: str, fields: Sequence[str] = ()) -> Parsed:
     try:
         return _parse_object(text, tuple(fields), 0)
     except Exception as exc:  # the contract: model output never raises
-        log.warning("JSON parser failed: %r", exc)
-        return Parsed(None, error=f"{type(exc).__name__}: {str(exc)[:200]}")
+        return Parsed(None, error=_failed(exc))
 
 
 def parse_json_value(text: str) -> ParsedValue:
@@ -117,8 +116,13 @@ def parse_json_value(text: str) -> ParsedValue:
     try:
         return _parse_value(text)
     except Exception as exc:  # the contract: model output never raises
-        log.warning("JSON parser failed: %r", exc)
-        return ParsedValue(None, error=f"{type(exc).__name__}: {str(exc)[:200]}")
+        return ParsedValue(None, error=_failed(exc))
+
+
+def _failed(exc: Exception) -> str:
+    """The last resort of both entry points: logged (tests watch for it), and the reason."""
+    log.warning("JSON parser failed: %r", exc)
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
 def _parse_value(text: str) -> ParsedValue:
