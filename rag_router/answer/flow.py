@@ -9,14 +9,13 @@ with the extractive answer and ``degraded: true``, never a partial answer presen
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from indexers.text.lexical import Analyzer
-from rag_router.answer.extractive import canned, extractive_answer, sentences
+from rag_router.answer.extractive import canned, cite, extractive_answer, sentences
 from rag_router.answer.llm import Completion, LLMClient, LLMContextExceeded, LLMError, LLMTruncated
 from rag_router.answer.parse import Grounded, ground, parse_citations, parse_json
 from rag_router.answer.prompting import (
@@ -33,7 +32,6 @@ from rag_router.search.instructions import strip_instructions
 log = logging.getLogger(__name__)
 
 Mode = Literal["llm", "extractive"]
-_IDEOGRAPH_END = re.compile(r"[\u3400-\u9fff\u3000-\u303f\uff00-\uffef]$")  # Chinese cites with no space
 JSON_PROSE_LIMIT = 300  # characters of output with no "{" yet: a JSON answer is not coming
 # Each source reaches the model as the sentence that shares most of the question's terms, the
 # first LEAD_SOURCES sources with FOCUS_WINDOW sentences either side: on 2 cores llama.cpp reads
@@ -340,8 +338,7 @@ def _keep_citation(cut: str, whole: str, sources: int) -> str:
     first = parse_citations(whole, sources).numbers[:1]
     if not first:
         return cut
-    cut = cut.rstrip()
-    return f"{cut}{'' if _IDEOGRAPH_END.search(cut) else ' '}[{first[0]}]"
+    return cite(cut.rstrip(), first[0])
 
 
 def _declines(outcome: SearchOutcome) -> bool:
