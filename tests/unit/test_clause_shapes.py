@@ -142,10 +142,12 @@ def test_a_name_that_starts_with_a_version_word_keeps_its_own_name(
     assert [law.names for law in f.laws] == [names] and f.version is None
 
 
-@pytest.mark.parametrize("query", ["《 》第5条", "《（修订）》第五条", "见《（附件一）》第三条"])
-def test_brackets_with_no_name_in_them_name_no_law(query: str) -> None:
+@pytest.mark.parametrize(
+    ("query", "article"), [("《 》第5条", 5), ("《（修订）》第五条", 5), ("见《（附件一）》第三条", 3)]
+)
+def test_brackets_with_no_name_in_them_name_no_law(query: str, article: int) -> None:
     f = extract(query, today=TODAY)
-    assert f.laws == () and [c.number for c in f.clauses] == [int(f.clauses[0].number)]
+    assert f.laws == () and [(c.kind, c.number) for c in f.clauses] == [("article", article)]
 
 
 @pytest.mark.parametrize(
