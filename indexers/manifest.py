@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from indexers.text.lexical import ANALYZER_VERSION
 
 log = logging.getLogger(__name__)
+_FP32_ONNX = re.compile(r"@onnx(?=\s|$)")
 MANIFEST = "index.json"
 
 
@@ -34,10 +36,7 @@ class IndexManifest:
     def of(cls, model_name: str, dim: int) -> IndexManifest:
         """ONNX fp32 gives the vectors torch gives (measured, docs/benchmarks.md), so "@onnx" is
         one model with the torch one: an index built on a GPU can be served on a CPU."""
-        base, _, rest = model_name.partition("@onnx")
-        if rest == "" or rest.startswith(" "):
-            model_name = base + rest
-        return cls(model_name, dim)
+        return cls(_FP32_ONNX.sub("", model_name), dim)  # each model of a split embedder
 
 
 TIER_DIRS = ("hot", "cold")  # what the embedded tiers write into the data dir
@@ -69,8 +68,10 @@ def check_manifest(data_dir: Path, current: IndexManifest) -> None:
     if not different:
         return
     shown = "; ".join(f"{k}: index {old!r}, settings {new!r}" for k, (old, new) in different.items())
+    written_by = str(stored.get("embedding_model"))
+    setting = "auto" if " | " in written_by else written_by  # a model per language: the default
     hint = (
-        f"set RAG_EMBEDDING__MODEL={stored.get('embedding_model')} to use it"
+        f"set RAG_EMBEDDING__MODEL={setting} to use it"
         if "embedding_model" in different or "dim" in different
         else f"remove {data_dir} and ingest again (the analyzer changed: its terms no longer match)"
     )

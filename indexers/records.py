@@ -17,6 +17,8 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from indexers.language import text_language
+
 TierName = Literal["hot", "cold"]
 DEFAULT_TENANT = "default"
 
@@ -28,6 +30,10 @@ KEYWORD_FIELDS: frozenset[str] = frozenset(
     | {"source", "lang", "kind", "unit", "author"}
 )
 FILTERABLE_FIELDS: frozenset[str] = KEYWORD_FIELDS | {"year", "date", "tags", "doc_id"}
+# The keyword term every chunk carries with its text's language (``indexers.language``), never
+# from metadata: under an embedder that splits by language it names the model that embedded the
+# chunk, and a query's dense leg searches only that model's vectors (``SearchQuery.space``).
+SPACE_KEY = "text_lang"
 
 Vector = npt.NDArray[np.float32]
 
@@ -152,6 +158,7 @@ class Chunk(_Dated):
             value = self.metadata.get(key)
             if value is not None and value != "":
                 terms.append(f"{key}={value}")
+        terms.append(f"{SPACE_KEY}={text_language(self.embed_text)}")
         return terms
 
 

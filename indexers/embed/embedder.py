@@ -7,6 +7,7 @@ fp16 when a GPU is present, and returns L2-normalised float32 vectors (cosine = 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 import os
@@ -87,6 +88,18 @@ class AsyncEmbedder:
     async def embed_query(self, text: str) -> Vector:
         """One query's vector: cached, or micro-batched with concurrent queries."""
         return await self.batcher.embed(text)
+
+    async def load_for(self, text: str) -> bool:
+        """Load the model that embeds ``text`` when it is not loaded yet (a split embedder's second
+        model, ``indexers.embed.split``); True when it had to. The query path awaits this outside
+        its timeout: the first Chinese query after a start waits for that model (seconds; the
+        first time on a machine also its conversion) rather than going without its dense leg."""
+        pending: Callable[[str], Callable[[], object] | None] | None = getattr(self.sync, "pending", None)
+        load = pending(text) if pending is not None else None
+        if load is None:
+            return False
+        await asyncio.to_thread(load)
+        return True
 
     async def embed_bulk(self, texts: Sequence[str]) -> Vector:
         """Throughput lane: passages being ingested."""

@@ -117,13 +117,14 @@ def to_point(item: EmbeddedChunk, analyzer: Analyzer, avg_len: float) -> qe.Poin
 
 
 def leg_requests(query: SearchQuery, hnsw_ef: int) -> list[tuple[str, qe.QueryRequest]]:
-    """One request per leg, both under the same filter."""
+    """One request per leg, both under the query's filters (the dense leg also in its space)."""
     qfilter = to_filter(query.filters)
     requests: list[tuple[str, qe.QueryRequest]] = []
     if "dense" in query.legs and query.vector is not None:
         nearest = qe.Query.Nearest(query.vector.astype(float).tolist(), using=DENSE)
         params = qe.SearchParams(hnsw_ef=hnsw_ef, exact=query.exact)
-        requests.append(("dense", _request(nearest, qfilter, params, query.k, query.payload)))
+        dense_filter = qfilter if query.space is None else to_filter(query.dense_filters)
+        requests.append(("dense", _request(nearest, dense_filter, params, query.k, query.payload)))
     if "lexical" in query.legs and query.terms:
         indices, values = bm25_query_vector(query.terms)
         sparse = qe.Query.Nearest(qe.SparseVector(indices=indices, values=values), using=SPARSE)

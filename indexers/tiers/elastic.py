@@ -166,7 +166,7 @@ def search_bodies(query: SearchQuery, num_candidates: int) -> list[tuple[str, di
             "query_vector": [float(x) for x in query.vector],
             "k": query.k,
             "num_candidates": max(num_candidates, query.k),
-            "filter": filters,
+            "filter": filters if query.space is None else to_filter(query.dense_filters),
         }
         bodies.append(("dense", {"size": query.k, "_source": _SOURCE, "knn": knn}))
     return bodies

@@ -178,7 +178,7 @@ class LocalCold(BulkLoads):
             results["dense"] = vectors.search(
                 query.vector.astype(np.float32),
                 query.k,
-                self._allowed(conn, query.filters, store.tenants),
+                self._allowed(conn, query.dense_filters, store.tenants),
                 query.exact,
             )
         seqs = {seq for hits in results.values() for seq, _ in hits}

@@ -146,7 +146,13 @@ class QdrantServerTier:
             legs.append(
                 (
                     "dense",
-                    self._request(query.vector.astype(float).tolist(), qp.DENSE, qfilter, query.k, params),
+                    self._request(
+                        query.vector.astype(float).tolist(),
+                        qp.DENSE,
+                        to_filter(query.dense_filters),
+                        query.k,
+                        params,
+                    ),
                 )
             )
         if "lexical" in query.legs and query.terms:

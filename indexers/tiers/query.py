@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from indexers.records import StoredChunk, Vector
+from indexers.records import SPACE_KEY, StoredChunk, Vector
 
 Leg = Literal["dense", "lexical"]
 LEGS: tuple[Leg, ...] = ("dense", "lexical")
@@ -66,6 +67,17 @@ class SearchQuery:
     legs: tuple[Leg, ...] = LEGS
     exact: bool = False  # brute-force dense search (congruence tests, recall checks)
     payload: bool = True  # False: ids and scores only; the caller hydrates the hits it keeps
+    # The dense leg's vector space, where the embedder splits by language (``indexers.embed.split``):
+    # the language of the chunks whose vectors the query's model wrote. None: every chunk's.
+    space: str | None = None
+
+    @property
+    def dense_filters(self) -> Filters:
+        """The dense leg's filters: ``filters``, and only chunks of the query's vector space."""
+        if self.space is None:
+            return self.filters
+        keywords = {**self.filters.keywords, SPACE_KEY: (self.space,)}
+        return dataclasses.replace(self.filters, keywords=keywords)
 
 
 @dataclass(frozen=True, slots=True)

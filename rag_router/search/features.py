@@ -34,6 +34,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from indexers.language import text_language
 from indexers.text.structure import chinese_number
 from rag_router.search.clauses import CN_NUMBER, Clause, Law, Span, find_clauses, find_laws, overlaps
 from rag_router.search.instructions import find_instructions, strip_instructions
@@ -169,8 +170,6 @@ _RECENCY = re.compile(
     r"\b(?:latest|newest|most\s+recent|recently|recent|up-to-date|this\s+week)\b|最新|近期|最近|目前|现行",
     re.IGNORECASE,
 )
-_CJK_CHAR = re.compile(r"[\u3400-\u9fff]")
-_LATIN_WORD = re.compile(r"[A-Za-z]+")
 
 
 # --- extraction -----------------------------------------------------------------------
@@ -207,7 +206,7 @@ def extract(query: str, *, today: dt.date, domains: dict[str, list[str]] | None 
         None,
     )
     return QueryFeatures(
-        language=_language(query),
+        language=text_language(query),
         years=tuple(y for y, _ in years),
         year_spans=tuple(s for _, s in years),
         date_range=date_range,
@@ -227,12 +226,6 @@ def extract(query: str, *, today: dt.date, domains: dict[str, list[str]] | None 
 
 def _inside(span: Span, spans: list[Span]) -> bool:
     return any(a <= span[0] and span[1] <= b for a, b in spans)
-
-
-def _language(query: str) -> str:
-    cjk = len(_CJK_CHAR.findall(query))
-    latin = sum(len(w) for w in _LATIN_WORD.findall(query))
-    return "zh" if cjk and cjk * 2 >= latin else "en"
 
 
 def _years(query: str, taken: list[Span]) -> list[tuple[int, Span]]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from indexers.embed.embedder import AsyncEmbedder
+from indexers.language import text_language
 from indexers.records import StoredChunk, TierName, Vector
 from indexers.text.lexical import Analyzer
 from indexers.tiers.base import SearchTier
@@ -98,6 +99,7 @@ class Searcher:
         fusion: FusionName = "dbsf",
         languages: frozenset[str] | None = None,
         floor: Floor | None = None,
+        spaces: frozenset[str] | None = None,
     ) -> None:
         self._embedder = embedder
         self._analyzer = analyzer
@@ -114,6 +116,9 @@ class Searcher:
         self._fusion: FusionName = fusion
         self._languages = languages  # the embedder's; None: any
         self._floor = floor  # None: every hit counts as relevant
+        # The languages a split embedder's second model embeds (indexers.embed.split): a query's
+        # dense leg searches the chunks of its own language's model. None: one model for all.
+        self._spaces = spaces
         self._sizes = Sizes(tiers)  # chunks per tier: the floor's lexical IDF bound
 
     def route(self, params: SearchParams) -> Route:
@@ -131,6 +136,10 @@ class Searcher:
     async def search(self, params: SearchParams) -> SearchOutcome:
         if not params.query.strip():
             raise InvalidRequest("query must not be empty")
+        if self._spaces is not None and "dense" in params.legs:  # before the clock starts
+            searched = self.route(params).searched or params.query
+            if await self._embedder.load_for(searched):
+                log.info("search request_id=%s: loaded the model for its language", params.request_id)
         started = time.perf_counter()
         deadline = time.monotonic() + self._timeout_s
         if params.deadline is not None:
@@ -184,7 +193,9 @@ class Searcher:
             timings_ms=timings,
             unavailable=run.retrieved.unavailable,
             request_id=params.request_id,
-            relevance=self._floor.judge(hits, weights, terms, self._named(run.filters), sizes=sizes)
+            relevance=self._floor.judge(
+                hits, self._judged(weights, params), terms, self._named(run.filters), sizes=sizes
+            )
             if self._floor
             else None,
         )
@@ -206,6 +217,8 @@ class Searcher:
         then embedded only when those are too few for ``top_k`` or the ladder had to relax (a
         Chinese query to the English-only model: its embedding was most of its time). The
         fused ranking is the same; the cascade's threshold reads the dense score, so it embeds."""
+        # the cascade's threshold is a cosine of the primary model: another model's cannot judge it
+        trust = not foreign and not self._second_space(params.query)
         lazy = (
             "dense" in params.legs
             and "lexical" in params.legs
@@ -216,10 +229,10 @@ class Searcher:
             query, down = await self._with_vector(
                 params, self._query(params, route, terms, params.legs), deadline, timings
             )
-            return await self._retrieve(route, query, deadline, trust_dense=not foreign), down
+            return await self._retrieve(route, query, deadline, trust_dense=trust, widen=params.top_k), down
         lexical = tuple(leg for leg in params.legs if leg != "dense")
         run = await self._retrieve(
-            route, self._query(params, route, terms, lexical), deadline, trust_dense=not foreign
+            route, self._query(params, route, terms, lexical), deadline, trust_dense=trust
         )
         if not run.relaxed and run.distinct >= params.top_k:
             run.reasons.append("dense weight 0 and enough lexical hits: the query was not embedded")
@@ -229,7 +242,7 @@ class Searcher:
         )
         if "dense" not in query.legs:  # the embedder failed: the lexical run stands
             return run, down
-        return await self._retrieve(route, query, deadline, trust_dense=not foreign), down
+        return await self._retrieve(route, query, deadline, trust_dense=trust), down
 
     def _query(
         self, params: SearchParams, route: Route, terms: list[str], legs: tuple[Leg, ...]
@@ -242,7 +255,29 @@ class Searcher:
             k=params.depth or max(params.top_k, self._depth),
             legs=legs,
             payload=False,  # query, then fetch: only the fused top-k are hydrated
+            space=self._space(params.query),
         )
+
+    def _judged(self, weights: Mapping[str, float], params: SearchParams) -> Mapping[str, float]:
+        """The weights the relevance floor reads. The dense floor is a cosine measured on the
+        primary model (MiniLM); the second model's cosines sit on another scale (e5's unrelated
+        pairs score 0.7-0.8), so for a query in its language the lexical leg judges alone, as it
+        did before that model was there."""
+        return {**weights, "dense": 0.0} if self._second_space(params.query) else weights
+
+    def _space(self, query: str) -> str | None:
+        """The chunks a split embedder's query meets in the dense leg: those its own model embedded
+        (the vectors of two models share a dimension, not a space). Measured (SciFact and
+        cn-criminal-law, ONNX): MiniLM's weak matches (0.15-0.35) overlap its scores of e5 vectors
+        (up to 0.19). e5 scores its own chunks 0.78-1.0 and MiniLM's at most 0.16, so a Chinese
+        query that finds too few of its own may also meet the others, ranked below (``_run``);
+        not always, since their low scores would stretch the leg's DBSF scale."""
+        return text_language(query) if self._spaces is not None else None
+
+    def _second_space(self, query: str) -> bool:
+        """Whether a split embedder's second model embeds ``query`` (its cosines are not the
+        primary's, on which the floor and the cascade's threshold were measured)."""
+        return self._spaces is not None and text_language(query) in self._spaces
 
     async def _with_vector(
         self,
@@ -265,14 +300,26 @@ class Searcher:
         lexical = tuple(leg for leg in legs if leg != "dense")
         return dataclasses.replace(query, legs=lexical), "the embedder did not answer: lexical leg only"
 
-    async def _retrieve(self, route: Route, query: SearchQuery, deadline: float, *, trust_dense: bool) -> Run:
+    async def _retrieve(
+        self, route: Route, query: SearchQuery, deadline: float, *, trust_dense: bool, widen: int = 0
+    ) -> Run:
+        """``widen``: the top_k a Chinese query under a split embedder wants; fewer hits among
+        e5's chunks let its dense leg meet MiniLM's too: they score 0.78-1.0 against it, MiniLM's
+        at most 0.16, so they rank below, as a Chinese question naming an English article by
+        number needs ("第二十条规定了什么": no word matches)."""
         # The legs stop early enough to leave the fetch of the kept hits its share (a fifth of
         # what is left, at most 1 s): a tier that runs to the deadline must not cost the other
         # tier's hits, which would otherwise arrive with no time left to fetch them.
         left = max(deadline - time.monotonic(), 0.0)
         legs_deadline = deadline - min(left / 5, 1.0)
         return await retrieve_routed(
-            self._tiers, route, query, policy=self._policy, deadline=legs_deadline, trust_dense=trust_dense
+            self._tiers,
+            route,
+            query,
+            policy=self._policy,
+            deadline=legs_deadline,
+            trust_dense=trust_dense,
+            widen_space_below=widen if self._second_space(query.text) else 0,
         )
 
     def _named(self, filters: Filters) -> dict[str, tuple[str, ...]]:

@@ -42,10 +42,15 @@ async def retrieve_routed(
     policy: Policy,
     deadline: float,
     trust_dense: bool,
+    widen_space_below: int = 0,
 ) -> Run:
     """The route's tiers (fixed, or the cascade), then the relaxation ladder when the implied
     filters leave too little: widen to both tiers, drop the lesser implied filters one more at a
-    time (``policy.relax_first``), then drop them all. ``Run.reasons`` says each step taken."""
+    time (``policy.relax_first``), then drop them all. ``Run.reasons`` says each step taken.
+
+    ``widen_space_below``: a query whose dense leg is kept to its model's chunks (``query.space``)
+    and finds fewer distinct hits than this (or than the ladder wants) first lets that leg meet
+    every chunk, before any filter is dropped (the search flow says when; 0: never)."""
     if route.cascade and not trust_dense:  # the cascade's threshold is a cosine of this embedder
         reason = "the embedder cannot judge this query: hot and cold searched"
         route = dataclasses.replace(
@@ -57,6 +62,19 @@ async def retrieve_routed(
         else _fixed(tiers, route, query, deadline)
     )
     enough = policy.min_hits_with_implied_filters
+    wanted = max(widen_space_below, enough if route.has_implied_filters else 0)
+    if widen_space_below and query.space is not None and _distinct(run.retrieved) < wanted:
+        few = _distinct(run.retrieved)
+        query = dataclasses.replace(query, space=None)
+        run = Run(
+            await retrieve(tiers, run.tiers, query, deadline=deadline),
+            run.tiers,
+            run.filters,
+            [
+                *run.reasons,
+                f"{few} hits: the dense leg also searched the other model's chunks, ranked below",
+            ],
+        )
     if not route.has_implied_filters or _distinct(run.retrieved) >= enough:
         return run
     both: tuple[TierName, ...] = ("hot", "cold")

@@ -123,6 +123,8 @@ def _weights(features: QueryFeatures, policy: Policy, reasons: list[str]) -> dic
         ("quoted", features.quoted),
     ):
         if present:
+            if kind == "clause" and features.language == "zh" and "clause_zh" in policy.weights:
+                kind = "clause_zh"  # a Chinese clause number is no term of its own (routing.yaml)
             weights = policy.weights_for(kind)
             reasons.append(f"{kind} → lexical weight {weights.get('lexical', 1.0):g}")
             return weights

@@ -243,6 +243,37 @@ async def test_soft_time_filters_keep_undated_chunks_and_drop_those_dated_outsid
         assert {h.chunk.doc_id for h in hard[leg] if h.chunk} == {"new"}
 
 
+async def test_the_dense_leg_searches_only_its_space_and_the_lexical_leg_every_chunk(
+    make_tier: Factory,
+) -> None:
+    """A split embedder's two models share a dimension, not a space: a query's dense leg sees only
+    the chunks in its language (``SearchQuery.space``), its lexical leg all of them. The vectors
+    here are the same for both chunks, so only the space can keep one out."""
+    t = make_tier(dim=4)
+    await t.ensure()
+    try:
+        vector = np.asarray([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
+        texts = {"en": "statute of limitations for theft 盗窃", "zh": "盗窃罪的追诉时效 theft"}
+        chunks = [Chunk(f"{lang}#0", lang, 0, text, None, {}) for lang, text in texts.items()]
+        await t.upsert([EmbeddedChunk(c, vector) for c in chunks])
+        for space in ("zh", "en"):
+            q = SearchQuery(
+                text="盗窃 theft",
+                terms=ANALYZER.query_terms("盗窃 theft"),
+                vector=vector,
+                filters=Filters(tenant="default"),
+                k=5,
+                space=space,
+            )
+            result = await t.search(q)
+            assert [h.chunk.doc_id for h in result["dense"]] == [space]
+            assert {h.chunk.doc_id for h in result["lexical"]} == {"en", "zh"}
+        everything = await t.search(dataclasses.replace(q, space=None))
+        assert {h.chunk.doc_id for h in everything["dense"]} == {"en", "zh"}
+    finally:
+        await t.close()
+
+
 async def test_tenants_are_isolated(tier: Tier, embedder: SentenceTransformerEmbedder) -> None:
     result = await tier.search(query(embedder, "education", tenant="acme"))
     assert result.get("dense", []) == [] and result.get("lexical", []) == []

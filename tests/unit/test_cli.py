@@ -92,7 +92,9 @@ def test_retier_moves_what_aged_out(env: Path) -> None:
 def test_another_embedder_on_an_index_is_one_clear_line(env: Path) -> None:
     assert runner.invoke(app, ["ingest", str(SAMPLE / "rag-router-notes.jsonl")]).exit_code == 0
     manifest = env / "data" / "index.json"
-    manifest.write_text(manifest.read_text().replace("all-MiniLM-L6-v2", "some-other-model"))
+    written = json.loads(manifest.read_text())
+    assert written["embedding_model"].startswith("all-MiniLM-L6-v2 | zh: ")  # the default: per language
+    manifest.write_text(json.dumps({**written, "embedding_model": "some-other-model"}))
     result = runner.invoke(app, ["query", "hot and cold tiers"])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "RAG_EMBEDDING__MODEL=some-other-model" in result.output

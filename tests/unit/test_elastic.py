@@ -175,6 +175,19 @@ async def test_hybrid_search_is_one_msearch_with_the_same_filter_on_both_legs(
     assert mget.path == "/rag-cold/_mget" and mget.body["ids"] == ["acme/d1#0", "acme/deleted#0"]
 
 
+async def test_a_query_space_filters_only_the_knn_leg(tier: tuple[ElasticTier, FakeElastic]) -> None:
+    """A split embedder's query searches the chunks of its own model with kNN, all with BM25."""
+    t, fake = tier
+    filters = Filters(tenant="acme", keywords={"article": ("17",)})
+    query = SearchQuery("第十七条", ["第十七条"], np.ones(4, dtype=np.float32), filters, k=3, space="zh")
+    await t.search(query)
+    (msearch,) = fake.calls("/_msearch")
+    _, lexical, _, dense = msearch.body
+    both = [{"term": {"tenant": "acme"}}, {"terms": {"kw": ["article=17"]}}]
+    assert lexical["query"]["bool"]["filter"] == both
+    assert dense["knn"]["filter"] == [*both, {"terms": {"kw": ["text_lang=zh"]}}]
+
+
 def test_server_urls_switch_the_engines_without_code_changes(
     fake_server: tuple[FakeElastic, str], tmp_path: Path, embedder: SentenceTransformerEmbedder
 ) -> None:

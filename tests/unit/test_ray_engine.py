@@ -678,3 +678,69 @@ def test_an_embedding_actors_thread_never_steps_back(monkeypatch: pytest.MonkeyP
     worker.start()
     worker.join()
     assert seen and seen[0] == seen[1]
+
+
+def _prefixed_minilm() -> SentenceTransformerEmbedder:
+    """The stand-in second model of a split (MiniLM with e5's passage prefix: other vectors)."""
+    model = SentenceTransformerEmbedder(device="cpu")
+    model.set_prefixes(passage="passage: ")
+    return model
+
+
+@pytest.mark.slow
+async def test_ray_engine_embeds_each_language_with_its_model_as_in_process(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder, local_ray: None
+) -> None:
+    """A split embedder on Ray: the prepare workers tokenize the Chinese chunks for the second
+    model and the actors send them to it; what is stored is what the in-process pipeline stores."""
+    from indexers.embed.split import Lazy, SplitEmbedder
+
+    name = "all-MiniLM-L6-v2 (query: '', passage: 'passage: ')"
+    split = SplitEmbedder(embedder, Lazy(_prefixed_minilm, name))
+    corpus = tmp_path / "mixed.jsonl"
+    docs = [
+        {
+            "id": "en",
+            "title": "Harbour",
+            "text": "The tide tables for the harbour are published every spring. " * 6,
+        },
+        {
+            "id": "zh",
+            "title": "刑法 第二百六十四条",
+            "text": "盗窃公私财物，数额较大的，处三年以下有期徒刑。" * 6,
+        },
+    ]
+    corpus.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
+    analyzer = Analyzer()
+    chunker = Chunker(split.count_tokens, max_tokens=40, overlap_tokens=0)
+    here = LocalColdTier(tmp_path / "here", dim=split.dim, analyzer=analyzer)
+    there = LocalColdTier(tmp_path / "there", dim=split.dim, analyzer=analyzer)
+    pipeline = Pipeline(embedder=AsyncEmbedder(split), chunker=chunker, tiers={"cold": here})
+    await pipeline.ingest(load_paths([corpus]), placement="cold", optimize=True)
+    ray_pipeline = RayPipeline(
+        embedder=split,
+        make_embedder=lambda: split,  # not used: the split offers its own loader (passes_loader)
+        chunker=chunker,
+        analyzer=analyzer,
+        tiers={"cold": there},
+        options=RayOptions(num_cpus=2),
+    )
+    report = await ray_pipeline.ingest([corpus], placement="cold")
+    assert report.count("created") == 2 and report.chunks_embedded > 2
+
+    a = sqlite3.connect(tmp_path / "here" / "cold.sqlite").execute(ROWS + " ORDER BY chunk_id").fetchall()
+    b = sqlite3.connect(tmp_path / "there" / "cold.sqlite").execute(ROWS + " ORDER BY chunk_id").fetchall()
+    assert [r[:9] for r in a] == [r[:9] for r in b]
+    va = np.stack([np.frombuffer(r[9], dtype=np.float32) for r in a])
+    vb = np.stack([np.frombuffer(r[9], dtype=np.float32) for r in b])
+    assert np.abs(va - vb).max() < 1e-5
+    chinese = [i for i, r in enumerate(b) if r[2] == "zh"]
+    second = _prefixed_minilm().embed([f"{b[i][5]}\n{b[i][4]}" for i in chinese])
+    assert np.abs(vb[chinese] - second).max() < 1e-5  # the second model's vectors, not MiniLM's own
+    kw = sqlite3.connect(tmp_path / "there" / "cold.sqlite").execute(
+        "SELECT DISTINCT c.doc_id, k.kw FROM chunk_kw k JOIN chunks c USING (seq) "
+        "WHERE k.kw LIKE 'text_lang=%'"
+    )
+    assert sorted(kw.fetchall()) == [("en", "text_lang=en"), ("zh", "text_lang=zh")]
+    await here.close()
+    await there.close()
