@@ -70,6 +70,9 @@ class Lazy:
                         raise RuntimeError(
                             f"secondary model loaded as {model.model_name!r}, not {self.name!r}"
                         )
+                    # ONNX Runtime's first run sets up its buffers (~1 s here against 20 ms after):
+                    # done now, with the load, not inside the first query's time budget
+                    model.embed_queries(["预热"])
                     self._model = model
         return self._model
 
