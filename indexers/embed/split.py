@@ -123,15 +123,21 @@ class SplitEmbedder(PassEmbedder):
         primary: Callable[[Sequence[str]], Vector],
         secondary: Callable[[PassEmbedder], Callable[[Sequence[str]], Vector]],
     ) -> Vector:
-        second = [i for i, t in enumerate(texts) if self.space(t) in self.languages]
+        first, second = _sides([self.space(t) in self.languages for t in texts])
         if not second:
             return primary(texts)
-        out = np.zeros((len(texts), self._dim), dtype=np.float32)
-        taken = set(second)
-        first = [i for i in range(len(texts)) if i not in taken]
-        if first:
-            out[first] = primary([texts[i] for i in first])
-        out[second] = secondary(self._secondary())([texts[i] for i in second])
+        return self._vectors(
+            len(texts),
+            (first, lambda: primary([texts[i] for i in first])),
+            (second, lambda: secondary(self._secondary())([texts[i] for i in second])),
+        )
+
+    def _vectors(self, n: int, *parts: tuple[list[int], Callable[[], Vector]]) -> Vector:
+        """Each part's vectors in its rows (a part with no rows is not run)."""
+        out = np.zeros((n, self._dim), dtype=np.float32)
+        for rows, run in parts:
+            if rows:
+                out[rows] = run()
         return out
 
     def with_threads(self, threads: int, *, max_batch: int | None = None) -> SplitEmbedder:
@@ -148,16 +154,14 @@ class SplitEmbedder(PassEmbedder):
         return SplitTokenizers.of(self)
 
     def embed_ids(self, ids: Sequence[Sequence[int]]) -> Vector:
-        second = [i for i, row in enumerate(ids) if len(row) and row[0] == SECONDARY]
+        first, second = _sides([len(row) > 0 and row[0] == SECONDARY for row in ids])
         if not second:
             return self.primary.embed_ids(ids)
-        out = np.zeros((len(ids), self._dim), dtype=np.float32)
-        taken = set(second)
-        first = [i for i in range(len(ids)) if i not in taken]
-        if first:
-            out[first] = self.primary.embed_ids([ids[i] for i in first])
-        out[second] = self._secondary().embed_ids([list(ids[i])[1:] for i in second])
-        return out
+        return self._vectors(
+            len(ids),
+            (first, lambda: self.primary.embed_ids([ids[i] for i in first])),
+            (second, lambda: self._secondary().embed_ids([list(ids[i])[1:] for i in second])),
+        )
 
     def passes_loader(self) -> Callable[[], PassEmbedder] | None:
         primary = self.primary.passes_loader()
@@ -202,39 +206,36 @@ class SplitTokenizers(Tokenizers):
         return second
 
     def passages(self, texts: Sequence[str]) -> list[list[int]]:
-        return self._split(texts, lambda chosen: Tokenizers.passages(self, chosen))
+        first, second = _sides([text_language(t) in self.languages for t in texts])
+        if not second:
+            return Tokenizers.passages(self, texts)
+        own = Tokenizers.passages(self, [texts[i] for i in first])
+        return self._marked(len(texts), first, own, second, [texts[i] for i in second])
 
     def chunk_passages(
         self, chunks: Sequence[Chunk], text_ids: Sequence[list[int] | None]
     ) -> list[list[int]]:
-        second = [i for i, c in enumerate(chunks) if text_language(c.embed_text) in self.languages]
+        first, second = _sides([text_language(c.embed_text) in self.languages for c in chunks])
         if not second:
             return Tokenizers.chunk_passages(self, chunks, text_ids)
-        taken = set(second)
-        first = [i for i in range(len(chunks)) if i not in taken]
-        out: list[list[int]] = [[] for _ in chunks]
         own = Tokenizers.chunk_passages(self, [chunks[i] for i in first], [text_ids[i] for i in first])
+        return self._marked(len(chunks), first, own, second, [chunks[i].embed_text for i in second])
+
+    def _marked(
+        self, n: int, first: list[int], own: list[list[int]], second: list[int], texts: list[str]
+    ) -> list[list[int]]:
+        """The primary's rows as they are, the secondary's (of ``texts``) after ``SECONDARY``."""
+        out: list[list[int]] = [[] for _ in range(n)]
         for i, ids in zip(first, own, strict=True):
             out[i] = ids
-        other = self._secondary().passages([chunks[i].embed_text for i in second])
-        for i, ids in zip(second, other, strict=True):
+        for i, ids in zip(second, self._secondary().passages(texts), strict=True):
             out[i] = [SECONDARY, *ids]
         return out
 
-    def _split(
-        self, texts: Sequence[str], primary: Callable[[Sequence[str]], list[list[int]]]
-    ) -> list[list[int]]:
-        second = {i for i, t in enumerate(texts) if text_language(t) in self.languages}
-        if not second:
-            return primary(texts)
-        out: list[list[int]] = [[] for _ in texts]
-        first = [i for i in range(len(texts)) if i not in second]
-        for i, ids in zip(first, primary([texts[i] for i in first]), strict=True):
-            out[i] = ids
-        chosen = sorted(second)
-        for i, ids in zip(chosen, self._secondary().passages([texts[i] for i in chosen]), strict=True):
-            out[i] = [SECONDARY, *ids]
-        return out
+
+def _sides(second: Sequence[bool]) -> tuple[list[int], list[int]]:
+    """The positions that go to the primary model, and those that go to the secondary."""
+    return [i for i, s in enumerate(second) if not s], [i for i, s in enumerate(second) if s]
 
 
 def _split_tokenizers(
