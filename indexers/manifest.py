@@ -68,10 +68,8 @@ def check_manifest(data_dir: Path, current: IndexManifest) -> None:
     if not different:
         return
     shown = "; ".join(f"{k}: index {old!r}, settings {new!r}" for k, (old, new) in different.items())
-    written_by = str(stored.get("embedding_model"))
-    setting = "auto" if " | " in written_by else written_by  # a model per language: the default
     hint = (
-        f"set RAG_EMBEDDING__MODEL={setting} to use it"
+        f"set {_settings_for(str(stored.get('embedding_model')))} to use it"
         if "embedding_model" in different or "dim" in different
         else f"remove {data_dir} and ingest again (the analyzer changed: its terms no longer match)"
     )
@@ -79,6 +77,15 @@ def check_manifest(data_dir: Path, current: IndexManifest) -> None:
         f"the index in {data_dir} was written differently ({shown}); {hint}, "
         f"or ingest into a new RAG_DATA_DIR"
     )
+
+
+def _settings_for(written_by: str) -> str:
+    """The settings that name ``written_by`` again: "all-MiniLM-L6-v2@onnx-int8 (query: …)" →
+    the model, its backend; a model per language ("… | zh: …") → auto, the default."""
+    if " | " in written_by:
+        return "RAG_EMBEDDING__MODEL=auto"
+    model, _, backend = written_by.split(" (", 1)[0].partition("@")
+    return f"RAG_EMBEDDING__MODEL={model}" + (f" RAG_EMBEDDING__BACKEND={backend}" if backend else "")
 
 
 def _write(path: Path, manifest: IndexManifest) -> None:

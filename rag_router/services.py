@@ -34,7 +34,7 @@ from indexers.ingest.pipeline import Pipeline
 from indexers.ingest.ray.pipeline import RayOptions, RayPipeline
 from indexers.ingest.retier import RetierReport
 from indexers.ingest.retier import retier as run_retier
-from indexers.manifest import MANIFEST, IndexManifest, check_manifest
+from indexers.manifest import MANIFEST, IndexManifest, check_manifest, index_exists
 from indexers.records import TierName
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
@@ -106,7 +106,9 @@ def build_embedder(settings: Settings) -> Embedder:
     if e.model != AUTO_MODEL:
         return _one_model(e, e.model, e.query_prefix, e.passage_prefix)
     primary = _one_model(e, DEFAULT_MODEL, e.query_prefix, e.passage_prefix)
-    if _written_by(settings.data_dir) == DEFAULT_MODEL:
+    written = _written_by(settings.data_dir)
+    alone = IndexManifest.of(primary.model_name, primary.dim).embedding_model
+    if written == alone or (written is None and index_exists(settings.data_dir)):  # or older than index.json
         log.info(
             "the index in %s was written by %s alone: it keeps that model", settings.data_dir, DEFAULT_MODEL
         )

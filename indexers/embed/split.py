@@ -26,6 +26,7 @@ import dataclasses
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -44,17 +45,23 @@ LANGUAGES = frozenset({"zh"})  # the secondary model's: the packaged pair's spli
 
 
 class Lazy:
-    """A model loaded on first use, once, by whichever thread asks first (the others wait)."""
+    """A model loaded on first use, once, by whichever thread asks first (the others wait).
 
-    def __init__(self, load: Callable[[], PassEmbedder], name: str) -> None:
+    A load that fails (no disk for the conversion, a missing package) is not tried again for
+    ``retry_s``: meanwhile every ``get`` raises at once with the first error, so a search
+    degrades to its lexical leg instead of waiting for another conversion attempt each time."""
+
+    def __init__(self, load: Callable[[], PassEmbedder], name: str, retry_s: float = 60.0) -> None:
         self._load = load
         self.name = name
+        self._retry_s = retry_s
         self._model: PassEmbedder | None = None
+        self._failed: tuple[float, Exception] | None = None
         self._lock = threading.Lock()
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Another process gets the recipe, and loads the model there on its own first use."""
-        return (Lazy, (self._load, self.name))
+        return (Lazy, (self._load, self.name, self._retry_s))
 
     @property
     def loaded(self) -> bool:
@@ -64,17 +71,26 @@ class Lazy:
         if self._model is None:
             with self._lock:
                 if self._model is None:
-                    log.info("loading %s for the first text in its language (once)", self.name)
-                    model = self._load()
-                    if model.model_name != self.name:  # the manifest recorded ``name``
-                        raise RuntimeError(
-                            f"secondary model loaded as {model.model_name!r}, not {self.name!r}"
-                        )
-                    # ONNX Runtime's first run sets up its buffers (~1 s here against 20 ms after):
-                    # done now, with the load, not inside the first query's time budget
-                    model.embed_queries(["预热"])
-                    self._model = model
+                    self._model = self._first()
         return self._model
+
+    def _first(self) -> PassEmbedder:
+        if self._failed is not None and time.monotonic() - self._failed[0] < self._retry_s:
+            raise RuntimeError(f"{self.name} could not be loaded: {self._failed[1]}") from self._failed[1]
+        log.info("loading %s for the first text in its language (once)", self.name)
+        try:
+            model = self._load()
+            if model.model_name != self.name:  # the manifest recorded ``name``
+                raise RuntimeError(f"secondary model loaded as {model.model_name!r}, not {self.name!r}")
+            # ONNX Runtime's first run sets up its buffers (~1 s here against 20 ms after): done
+            # now, with the load, not inside the first query's time budget
+            model.embed_queries(["预热"])
+        except Exception as exc:
+            log.error("loading %s failed (retried in %.0f s): %s", self.name, self._retry_s, exc)
+            self._failed = (time.monotonic(), exc)
+            raise
+        self._failed = None
+        return model
 
 
 class SplitEmbedder(PassEmbedder):

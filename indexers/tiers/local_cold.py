@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from indexers.records import EmbeddedChunk, StoredChunk, Vector, chunk_key
+from indexers.language import LANGUAGES
+from indexers.records import SPACE_KEY, EmbeddedChunk, StoredChunk, Vector, chunk_key
 from indexers.text.lexical import Analyzer
 from indexers.tiers.base import DatedDocument, LegResults
 from indexers.tiers.cold_bulk import BulkLoads
@@ -178,7 +179,7 @@ class LocalCold(BulkLoads):
             results["dense"] = vectors.search(
                 query.vector.astype(np.float32),
                 query.k,
-                self._allowed(conn, query.dense_filters, store.tenants),
+                self._allowed(conn, self._dense_filters(conn, query), store.tenants),
                 query.exact,
             )
         seqs = {seq for hits in results.values() for seq, _ in hits}
@@ -197,6 +198,19 @@ class LocalCold(BulkLoads):
             ]
             for leg, hits in results.items()
         }
+
+    @staticmethod
+    def _dense_filters(conn: sqlite3.Connection, query: SearchQuery) -> Filters:
+        """The dense leg's filters, without the query's space when no chunk is in another: a
+        filter FAISS applies through a selector of every admitted row, which made each dense
+        search ~3× slower on 100k chunks of one language (all English, say) for nothing."""
+        if query.space is None:
+            return query.filters
+        others = [f"{SPACE_KEY}={v}" for v in LANGUAGES if v != query.space]
+        marks = ",".join("?" * len(others))
+        if conn.execute(f"SELECT 1 FROM chunk_kw WHERE kw IN ({marks}) LIMIT 1", others).fetchone() is None:
+            return query.filters
+        return query.dense_filters
 
     def _allowed(
         self, conn: sqlite3.Connection, filters: Filters, tenants: set[str]

@@ -138,8 +138,11 @@ class Searcher:
             raise InvalidRequest("query must not be empty")
         if self._spaces is not None and "dense" in params.legs:  # before the clock starts
             searched = self.route(params).searched or params.query
-            if await self._embedder.load_for(searched):
-                log.info("search request_id=%s: loaded the model for its language", params.request_id)
+            try:
+                if await self._embedder.load_for(searched):
+                    log.info("search request_id=%s: loaded the model for its language", params.request_id)
+            except Exception as exc:  # the embedding below fails too: the lexical leg answers
+                log.warning("search request_id=%s: its model did not load (%s)", params.request_id, exc)
         started = time.perf_counter()
         deadline = time.monotonic() + self._timeout_s
         if params.deadline is not None:
@@ -229,7 +232,7 @@ class Searcher:
             query, down = await self._with_vector(
                 params, self._query(params, route, terms, params.legs), deadline, timings
             )
-            return await self._retrieve(route, query, deadline, trust_dense=trust, widen=params.top_k), down
+            return await self._retrieve(route, query, deadline, trust_dense=trust), down
         lexical = tuple(leg for leg in params.legs if leg != "dense")
         run = await self._retrieve(
             route, self._query(params, route, terms, lexical), deadline, trust_dense=trust
@@ -270,8 +273,9 @@ class Searcher:
         (the vectors of two models share a dimension, not a space). Measured (SciFact and
         cn-criminal-law, ONNX): MiniLM's weak matches (0.15-0.35) overlap its scores of e5 vectors
         (up to 0.19). e5 scores its own chunks 0.78-1.0 and MiniLM's at most 0.16, so a Chinese
-        query that finds too few of its own may also meet the others, ranked below (``_run``);
-        not always, since their low scores would stretch the leg's DBSF scale."""
+        query whose implied filters leave too few of its own may also meet the others, ranked
+        below (``retrieve_routed``'s first rung); not always, since scores of another model are
+        noise against this vector and would stretch the leg's DBSF scale."""
         return text_language(query) if self._spaces is not None else None
 
     def _second_space(self, query: str) -> bool:
@@ -300,13 +304,7 @@ class Searcher:
         lexical = tuple(leg for leg in legs if leg != "dense")
         return dataclasses.replace(query, legs=lexical), "the embedder did not answer: lexical leg only"
 
-    async def _retrieve(
-        self, route: Route, query: SearchQuery, deadline: float, *, trust_dense: bool, widen: int = 0
-    ) -> Run:
-        """``widen``: the top_k a Chinese query under a split embedder wants; fewer hits among
-        e5's chunks let its dense leg meet MiniLM's too: they score 0.78-1.0 against it, MiniLM's
-        at most 0.16, so they rank below, as a Chinese question naming an English article by
-        number needs ("第二十条规定了什么": no word matches)."""
+    async def _retrieve(self, route: Route, query: SearchQuery, deadline: float, *, trust_dense: bool) -> Run:
         # The legs stop early enough to leave the fetch of the kept hits its share (a fifth of
         # what is left, at most 1 s): a tier that runs to the deadline must not cost the other
         # tier's hits, which would otherwise arrive with no time left to fetch them.
@@ -319,7 +317,7 @@ class Searcher:
             policy=self._policy,
             deadline=legs_deadline,
             trust_dense=trust_dense,
-            widen_space_below=widen if self._second_space(query.text) else 0,
+            widen_space=self._second_space(query.text),
         )
 
     def _named(self, filters: Filters) -> dict[str, tuple[str, ...]]:

@@ -42,15 +42,18 @@ async def retrieve_routed(
     policy: Policy,
     deadline: float,
     trust_dense: bool,
-    widen_space_below: int = 0,
+    widen_space: bool = False,
 ) -> Run:
     """The route's tiers (fixed, or the cascade), then the relaxation ladder when the implied
     filters leave too little: widen to both tiers, drop the lesser implied filters one more at a
     time (``policy.relax_first``), then drop them all. ``Run.reasons`` says each step taken.
 
-    ``widen_space_below``: a query whose dense leg is kept to its model's chunks (``query.space``)
-    and finds fewer distinct hits than this (or than the ladder wants) first lets that leg meet
-    every chunk, before any filter is dropped (the search flow says when; 0: never)."""
+    ``widen_space``: the ladder's first rung lets a dense leg kept to its model's chunks
+    (``query.space``) meet every chunk, under the same filters, before any is dropped (the search
+    flow says for which queries: a split embedder's second model's, whose own chunks score far
+    above the others). Only under implied filters: they keep the candidates to what the query
+    names, where the other model's scores (noise against this vector) only order a few; with no
+    filter they would rank the whole corpus by noise at full weight."""
     if route.cascade and not trust_dense:  # the cascade's threshold is a cosine of this embedder
         reason = "the embedder cannot judge this query: hot and cold searched"
         route = dataclasses.replace(
@@ -62,8 +65,11 @@ async def retrieve_routed(
         else _fixed(tiers, route, query, deadline)
     )
     enough = policy.min_hits_with_implied_filters
-    wanted = max(widen_space_below, enough if route.has_implied_filters else 0)
-    if widen_space_below and query.space is not None and _distinct(run.retrieved) < wanted:
+    if not route.has_implied_filters or _distinct(run.retrieved) >= enough:
+        return run
+    if widen_space and query.space is not None and "dense" in query.legs and query.vector is not None:
+        # first the dense leg meets the other model's chunks too, under the same filters: "第二十条
+        # 规定了什么" over an English law (no word matches, no Chinese chunk is Article 20)
         few = _distinct(run.retrieved)
         query = dataclasses.replace(query, space=None)
         run = Run(
@@ -72,7 +78,7 @@ async def retrieve_routed(
             run.filters,
             [
                 *run.reasons,
-                f"{few} hits: the dense leg also searched the other model's chunks, ranked below",
+                f"implied filters left {few} hits: the dense leg also searched the other model's chunks",
             ],
         )
     if not route.has_implied_filters or _distinct(run.retrieved) >= enough:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pickle
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from indexers.manifest import IndexManifest, IndexMismatch, check_manifest
 from indexers.records import Chunk, Vector
 from rag_router.services import build_embedder
 from rag_router.settings import Settings
+from tests.conftest import loaded_app
 
 
 @pytest.mark.parametrize(
@@ -81,6 +83,7 @@ def pair(loads: list[int] | None = None) -> tuple[SplitEmbedder, Fake, Fake]:
     def load() -> PassEmbedder:
         if loads is not None:
             loads.append(1)
+            time.sleep(0.05)  # a load takes time: threads that did not wait for it would load too
         return secondary
 
     return SplitEmbedder(primary, Lazy(load, "e5")), primary, secondary
@@ -111,6 +114,29 @@ def test_the_second_model_loads_on_the_first_text_that_needs_it_and_once() -> No
     for t in threads:
         t.join()
     assert loads == [1] and split.pending("英文") is None
+
+
+def test_a_load_that_failed_is_not_tried_again_at_once() -> None:
+    """A failed conversion (a full disk, say) must not be retried by every search: each one
+    waited for it and then failed anyway."""
+    tries: list[int] = []
+
+    def broken() -> PassEmbedder:
+        tries.append(1)
+        raise OSError("No space left on device")
+
+    lazy = Lazy(broken, "e5", retry_s=60.0)
+    split = SplitEmbedder(Fake("minilm", 0), lazy)
+    for _ in range(3):
+        with pytest.raises((OSError, RuntimeError), match="No space left on device"):
+            split.embed(["中文文本"])
+    assert tries == [1] and not lazy.loaded
+    assert split.embed(["English still works"]).shape == (1, 4)
+    again = Lazy(broken, "e5", retry_s=0.0)
+    for _ in range(2):
+        with pytest.raises(OSError):
+            again.get()
+    assert tries == [1, 1, 1]  # past the wait it is tried again
 
 
 def test_a_second_model_that_is_not_the_one_recorded_is_refused() -> None:
@@ -188,9 +214,62 @@ def test_the_default_is_a_model_per_language_unless_minilm_alone_wrote_the_index
     kept = build_embedder(Settings(data_dir=old, embedding=settings.embedding))
     assert not isinstance(kept, SplitEmbedder) and kept.model_name == "all-MiniLM-L6-v2"
     check_manifest(old, IndexManifest.of(kept.model_name, kept.dim))  # the same: no mismatch
+    older = tmp_path / "older"  # tiers written before index.json existed: MiniLM wrote them
+    (older / "cold").mkdir(parents=True)
+    assert not isinstance(
+        build_embedder(Settings(data_dir=older, embedding=settings.embedding)), SplitEmbedder
+    )
 
 
-def test_a_split_index_under_another_model_says_to_set_auto(tmp_path: Path) -> None:
-    check_manifest(tmp_path, IndexManifest("all-MiniLM-L6-v2 | zh: e5", 384))
+def test_a_mismatch_names_the_settings_that_wrote_the_index(tmp_path: Path) -> None:
+    check_manifest(tmp_path / "a", IndexManifest("all-MiniLM-L6-v2 | zh: e5", 384))
     with pytest.raises(IndexMismatch, match="set RAG_EMBEDDING__MODEL=auto to use it"):
-        check_manifest(tmp_path, IndexManifest("all-MiniLM-L6-v2", 384))
+        check_manifest(tmp_path / "a", IndexManifest("all-MiniLM-L6-v2", 384))
+    check_manifest(
+        tmp_path / "b", IndexManifest("all-MiniLM-L6-v2@onnx-int8 (query: 'q: ', passage: '')", 384)
+    )
+    with pytest.raises(IndexMismatch) as raised:
+        check_manifest(tmp_path / "b", IndexManifest("all-MiniLM-L6-v2 | zh: e5", 384))
+    assert "set RAG_EMBEDDING__MODEL=all-MiniLM-L6-v2 RAG_EMBEDDING__BACKEND=onnx-int8 to use it" in str(
+        raised.value
+    )
+
+
+def test_a_second_model_that_cannot_load_leaves_chinese_searches_their_lexical_leg(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    def broken() -> PassEmbedder:
+        raise OSError("No space left on device")
+
+    split = SplitEmbedder(embedder, Lazy(broken, "e5"))
+    docs = [{"id": "a", "title": "Notes", "text": "Data protection notes. 数据保护 is the topic."}]
+    with loaded_app(tmp_path, split, docs) as client:
+        for _ in range(2):
+            r = client.post("/v1/search", json={"query": "数据保护的规定是什么", "route": "both"})
+            assert r.status_code == 200, r.text
+            assert "the embedder did not answer: lexical leg only" in r.json()["route"]["reason"]
+            assert [h["doc_id"] for h in r.json()["hits"]] == ["a"]
+        english = client.post("/v1/search", json={"query": "data protection", "route": "both"}).json()
+        assert "fusion dbsf" in english["route"]["reason"]  # MiniLM's queries are untouched
+
+
+async def test_the_cold_tier_skips_the_space_filter_while_every_chunk_is_in_one_space(tmp_path: Path) -> None:
+    """FAISS applies a filter through a selector of every admitted row (~3× slower on 100k
+    chunks): a space that admits every chunk is no filter, and is not applied."""
+    from indexers.records import EmbeddedChunk
+    from indexers.text.lexical import Analyzer
+    from indexers.tiers.local_cold import LocalCold, LocalColdTier
+    from indexers.tiers.query import Filters, SearchQuery
+
+    tier = LocalColdTier(tmp_path / "cold", dim=4, analyzer=Analyzer())
+    await tier.ensure()
+    vector = np.asarray([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
+    await tier.upsert([EmbeddedChunk(Chunk("en#0", "en", 0, "theft of property", None, {}), vector)])
+    query = SearchQuery("theft", ["theft"], vector, Filters(tenant="default"), space="en")
+    conn = tier.local._parts()[0].reader()
+    assert LocalCold._dense_filters(conn, query) == query.filters  # English only: no filter
+    await tier.upsert([EmbeddedChunk(Chunk("zh#0", "zh", 0, "盗窃公私财物", None, {}), vector)])
+    assert LocalCold._dense_filters(conn, query) == query.dense_filters != query.filters
+    found = await tier.search(query)
+    assert [h.chunk.doc_id for h in found["dense"]] == ["en"]
+    await tier.close()
