@@ -53,7 +53,7 @@ def _default(cache: Path) -> Any:
     """What ``RAG_EMBEDDING__MODEL`` unset builds: MiniLM, and e5 for Chinese text (ONNX fp32)."""
     import tempfile
 
-    from rag_router.services import build_embedder
+    from rag_router.embedders import build_embedder
     from rag_router.settings import Settings
 
     empty = Path(tempfile.mkdtemp(prefix="embed-rate-"))  # no index there: the default stands

@@ -60,7 +60,7 @@ def raw_embedder(backend: str, queries: list[str]) -> dict[str, Any]:
     batches one after another; and the query lane's layout (``query_models``: by default two
     one-thread sessions), each fed its own batches from its own thread at the same time.
     """
-    from rag_router.services import build_embedder, query_models
+    from rag_router.embedders import build_embedder, query_models
     from rag_router.settings import Settings
 
     settings = Settings(embedding={"backend": backend})

