@@ -165,7 +165,7 @@ class Relevance:
             ("lexical", lexical, "BM25 per query term / max IDF"),
         ):
             if kind in self.unweighted:
-                shown.append(f"{kind} weight 0, not counted")
+                shown.append(f"{kind} not counted")
             elif kind in self.best:
                 shown.append(f"best {kind} {unit} {self.best[kind]:.3f} < {floor:g}")
         detail = "; ".join(shown) or "no hits"

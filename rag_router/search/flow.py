@@ -168,6 +168,10 @@ class Searcher:
             limit = params.top_k + (EXTRA_CANDIDATES if version else 0)
             fused = fuse(self._fusion, run.retrieved.legs, k=self._rrf_k, weights=weights, limit=limit)
         run.reasons.extend(r for r in (language_reason, self._fusion_reason(run.retrieved, weights)) if r)
+        if self._floor is not None and self._second_space(params.query):
+            run.reasons.append(
+                "relevance judged by the lexical leg: the floor's cosine was measured on MiniLM"
+            )
         with _timer(timings, "fetch"):
             hits, failed = await self._hydrate(fused, deadline)
         run.retrieved.unavailable.extend(t for t in failed if t not in run.retrieved.unavailable)

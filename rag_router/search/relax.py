@@ -55,7 +55,7 @@ async def retrieve_routed(
     names, where the other model's scores (noise against this vector) only order a few; with no
     filter they would rank the whole corpus by noise at full weight."""
     if route.cascade and not trust_dense:  # the cascade's threshold is a cosine of this embedder
-        reason = "the embedder cannot judge this query: hot and cold searched"
+        reason = "the cascade's threshold cannot judge this query's dense score: hot and cold searched"
         route = dataclasses.replace(
             route, tiers=("hot", "cold"), cascade=False, reasons=(*route.reasons, reason)
         )

@@ -86,7 +86,7 @@ def test_the_cascade_does_not_trust_an_embedder_that_cannot_read_the_query(clien
     assert client.post("/v1/documents", json={"documents": documents, "tier": "hot"}).status_code == 200
     r = client.post("/v1/search", json={"query": "当事人应当遵循什么原则", "top_k": 3}).json()
     assert r["route"]["tiers"] == ["hot", "cold"]
-    assert "the embedder cannot judge this query" in r["route"]["reason"]
+    assert "the cascade's threshold cannot judge this query's dense score" in r["route"]["reason"]
     assert r["hits"][0]["doc_id"] == "shifa-3" and r["hits"][0]["tier"] == "cold"
 
 

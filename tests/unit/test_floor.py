@@ -42,7 +42,7 @@ def test_lexical_is_judged_per_query_term() -> None:
 def test_a_zero_weight_leg_never_clears() -> None:
     judged = judge([hit(dense=0.9)], {"dense": 0.0}, terms=2)
     assert judged.marks == [False]
-    assert "dense weight 0" in judged.reason() and "declined" in judged.reason()
+    assert "dense not counted" in judged.reason() and "declined" in judged.reason()
 
 
 def test_the_lexical_leg_alone_has_its_own_floor() -> None:
