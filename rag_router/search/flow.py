@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from indexers.embed.embedder import AsyncEmbedder
-from indexers.language import text_language
 from indexers.records import StoredChunk, TierName, Vector
 from indexers.text.lexical import Analyzer
 from indexers.tiers.base import SearchTier
@@ -32,6 +31,7 @@ from rag_router.search.relax import Run, retrieve_routed
 from rag_router.search.retrieve import Retrieved
 from rag_router.search.route import Policy, Route, RouteName, plan
 from rag_router.search.soft import rank_undated_after
+from rag_router.search.spaces import Spaces
 from rag_router.search.versions import EXTRA_CANDIDATES, prefer_version
 
 log = logging.getLogger(__name__)
@@ -116,9 +116,7 @@ class Searcher:
         self._fusion: FusionName = fusion
         self._languages = languages  # the embedder's; None: any
         self._floor = floor  # None: every hit counts as relevant
-        # The languages a split embedder's second model embeds (indexers.embed.split): a query's
-        # dense leg searches the chunks of its own language's model. None: one model for all.
-        self._spaces = spaces
+        self._spaces = Spaces(spaces)  # a split embedder's second model's languages (None: one model)
         self._sizes = Sizes(tiers)  # chunks per tier: the floor's lexical IDF bound
 
     def route(self, params: SearchParams) -> Route:
@@ -136,7 +134,7 @@ class Searcher:
     async def search(self, params: SearchParams) -> SearchOutcome:
         if not params.query.strip():
             raise InvalidRequest("query must not be empty")
-        if self._spaces is not None and "dense" in params.legs:  # before the clock starts
+        if self._spaces.split and "dense" in params.legs:  # before the clock starts
             searched = self.route(params).searched or params.query
             try:
                 if await self._embedder.load_for(searched):
@@ -168,7 +166,7 @@ class Searcher:
             limit = params.top_k + (EXTRA_CANDIDATES if version else 0)
             fused = fuse(self._fusion, run.retrieved.legs, k=self._rrf_k, weights=weights, limit=limit)
         run.reasons.extend(r for r in (language_reason, self._fusion_reason(run.retrieved, weights)) if r)
-        if self._floor is not None and self._second_space(params.query):
+        if self._floor is not None and self._spaces.is_second(params.query):
             run.reasons.append(
                 "relevance judged by the lexical leg: the floor's cosine was measured on MiniLM"
             )
@@ -201,7 +199,7 @@ class Searcher:
             unavailable=run.retrieved.unavailable,
             request_id=params.request_id,
             relevance=self._floor.judge(
-                hits, self._judged(weights, params), terms, self._named(run.filters), sizes=sizes
+                hits, self._spaces.judged(weights, params.query), terms, self._named(run.filters), sizes=sizes
             )
             if self._floor
             else None,
@@ -225,7 +223,7 @@ class Searcher:
         Chinese query to the English-only model: its embedding was most of its time). The
         fused ranking is the same; the cascade's threshold reads the dense score, so it embeds."""
         # the cascade's threshold is a cosine of the primary model: another model's cannot judge it
-        trust = not foreign and not self._second_space(params.query)
+        trust = not foreign and not self._spaces.is_second(params.query)
         lazy = (
             "dense" in params.legs
             and "lexical" in params.legs
@@ -262,30 +260,8 @@ class Searcher:
             k=params.depth or max(params.top_k, self._depth),
             legs=legs,
             payload=False,  # query, then fetch: only the fused top-k are hydrated
-            space=self._space(params.query),
+            space=self._spaces.of(params.query),
         )
-
-    def _judged(self, weights: Mapping[str, float], params: SearchParams) -> Mapping[str, float]:
-        """The weights the relevance floor reads. The dense floor is a cosine measured on the
-        primary model (MiniLM); the second model's cosines sit on another scale (e5's unrelated
-        pairs score 0.7-0.8), so for a query in its language the lexical leg judges alone, as it
-        did before that model was there."""
-        return {**weights, "dense": 0.0} if self._second_space(params.query) else weights
-
-    def _space(self, query: str) -> str | None:
-        """The chunks a split embedder's query meets in the dense leg: those its own model embedded
-        (the vectors of two models share a dimension, not a space). Measured (SciFact and
-        cn-criminal-law, ONNX): MiniLM's weak matches (0.15-0.35) overlap its scores of e5 vectors
-        (up to 0.19). e5 scores its own chunks 0.78-1.0 and MiniLM's at most 0.16, so a Chinese
-        query whose implied filters leave too few of its own may also meet the others, ranked
-        below (``retrieve_routed``'s first rung); not always, since scores of another model are
-        noise against this vector and would stretch the leg's DBSF scale."""
-        return text_language(query) if self._spaces is not None else None
-
-    def _second_space(self, query: str) -> bool:
-        """Whether a split embedder's second model embeds ``query`` (its cosines are not the
-        primary's, on which the floor and the cascade's threshold were measured)."""
-        return self._spaces is not None and text_language(query) in self._spaces
 
     async def _with_vector(
         self,
@@ -321,7 +297,7 @@ class Searcher:
             policy=self._policy,
             deadline=legs_deadline,
             trust_dense=trust_dense,
-            widen_space=self._second_space(query.text),
+            widen_space=self._spaces.is_second(query.text),
         )
 
     def _named(self, filters: Filters) -> dict[str, tuple[str, ...]]:
