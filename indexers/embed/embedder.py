@@ -89,6 +89,11 @@ class AsyncEmbedder:
         """One query's vector: cached, or micro-batched with concurrent queries."""
         return await self.batcher.embed(text)
 
+    @property
+    def loaded(self) -> bool:
+        """Whether no text will wait for a model to load (only a split embedder's can)."""
+        return bool(getattr(self.sync, "loaded", True))
+
     async def load_for(self, text: str) -> bool:
         """Load the model that embeds ``text`` when it is not loaded yet (a split embedder's second
         model, ``indexers.embed.split``); True when it had to. The query path awaits this outside

@@ -112,6 +112,11 @@ class SplitEmbedder(PassEmbedder):
         """The vector space ``text`` is embedded in: its language (the keyword term's value)."""
         return text_language(text)
 
+    @property
+    def loaded(self) -> bool:
+        """Whether every model is loaded (no text will wait for one)."""
+        return self.secondary.loaded
+
     def pending(self, text: str) -> Callable[[], object] | None:
         """What loads the model that embeds ``text``, when that model is not loaded yet."""
         if self.secondary.loaded or self.space(text) not in self.languages:

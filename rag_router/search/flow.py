@@ -134,7 +134,7 @@ class Searcher:
     async def search(self, params: SearchParams) -> SearchOutcome:
         if not params.query.strip():
             raise InvalidRequest("query must not be empty")
-        if self._spaces.split and "dense" in params.legs:  # before the clock starts
+        if self._spaces.split and not self._embedder.loaded and "dense" in params.legs:  # before the clock
             searched = self.route(params).searched or params.query
             try:
                 if await self._embedder.load_for(searched):
