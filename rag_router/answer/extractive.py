@@ -216,6 +216,9 @@ def sentences(text: str) -> list[str]:
             else:
                 units[-1].append(line)
         for unit in units:
+            if len(unit) == 1 and heading(unit[0]):  # "## Section 3. Air travel" is one line
+                out.append(unit[0])
+                continue
             joined, start = "\n".join(unit), 0
             for m in _END.finditer(joined):
                 end = m.end(1) if m.group(1) else (m.end(2) if m.group(2) else m.start())

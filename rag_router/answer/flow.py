@@ -349,10 +349,25 @@ def _abstain(outcome: SearchOutcome, prompt: CompiledPrompt) -> AnswerOutcome:
     """Nothing relevant is stored: one sentence saying so in the question's language, no
     citations, no JSON; the route's reason says why (the best leg scores against the floor)."""
     assert outcome.relevance is not None
-    outcome.reasons.append(outcome.relevance.reason())
+    if outcome.missing is None:  # else the search's reason already says what is missing
+        outcome.reasons.append(outcome.relevance.reason())
     features = outcome.route.features
     language = prompt.constraints.language or (features.language if features else None)
-    return AnswerOutcome(outcome, "extractive", answer=canned("abstain", language), abstained=True)
+    return AnswerOutcome(outcome, "extractive", answer=_declined(outcome, language), abstained=True)
+
+
+def _declined(outcome: SearchOutcome, language: str | None) -> str:
+    """The decline's sentence: what is missing when the question named a clause, else that
+    nothing relevant is stored."""
+    missing = outcome.missing
+    if missing is None:
+        return canned("abstain", language)
+    if missing.name is None:
+        return canned("missing_clause_anywhere", language).format(clause=missing.clause)
+    if not missing.stored:
+        return canned("missing_document", language).format(name=missing.name, clause=missing.clause)
+    document = missing.document or missing.name
+    return canned("missing_clause", language).format(document=document, clause=missing.clause)
 
 
 def extractive_json(text: str, fields: Sequence[str], metadata: Mapping[str, Any]) -> dict[str, Any]:

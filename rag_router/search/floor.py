@@ -62,20 +62,27 @@ class Floor:
         named: Mapping[str, Sequence[str]] | None = None,
         *,
         sizes: Mapping[str, int],
+        asked: Sequence[bool] | None = None,
     ) -> Relevance:
         """``terms``: the query's distinct analysed terms; ``sizes``: chunks in each searched
         tier (its largest IDF); ``named``: the clause filters applied (field → values), from
-        the question's own words."""
+        the question's own words; ``asked``: per hit, whether it is the clause of the document
+        the question named (``search.named``: it replaces ``named`` when given)."""
         best: dict[str, float] = {}
         marks = []
         alone = self.alone(hits, weights)
-        for hit in hits:
+        for i, hit in enumerate(hits):
             scores = leg_scores(hit.legs, len(terms), sizes)
             for kind, value in scores.items():
                 if weights.get(kind, 1.0) > 0:
                     best[kind] = max(best.get(kind, value), value)
-            asked = any(str(hit.chunk.metadata.get(f)) in set(map(str, v)) for f, v in (named or {}).items())
-            marks.append(asked or self.clears(scores, weights, alone=alone))
+            if asked is not None:
+                clause = asked[i]
+            else:
+                clause = any(
+                    str(hit.chunk.metadata.get(f)) in set(map(str, v)) for f, v in (named or {}).items()
+                )
+            marks.append(clause or self.clears(scores, weights, alone=alone))
         return Relevance(marks, best, self, {k for k, w in weights.items() if w == 0})
 
     @staticmethod

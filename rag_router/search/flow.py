@@ -27,6 +27,7 @@ from rag_router.search.features import extract
 from rag_router.search.filters import filters_to_json
 from rag_router.search.floor import Floor, Relevance, Sizes
 from rag_router.search.fuse import Fused, FusionName, Hit, fuse
+from rag_router.search.named import Missing, check_route
 from rag_router.search.relax import Run, retrieve_routed
 from rag_router.search.retrieve import Retrieved
 from rag_router.search.route import Policy, Route, RouteName, plan
@@ -64,6 +65,7 @@ class SearchOutcome:
     unavailable: list[str]
     request_id: str
     relevance: Relevance | None = None  # per hit, whether it cleared the relevance floor
+    missing: Missing | None = None  # the clause the question named is not stored (``search.named``)
 
     @property
     def degraded(self) -> bool:
@@ -75,6 +77,7 @@ class SearchOutcome:
             "reason": "; ".join(self.reasons),
             "features": self.route.features.to_json() if self.route.features else {},
             "filters": filters_to_json(self.filters),
+            **({"missing": self.missing.to_json()} if self.missing else {}),
         }
 
 
@@ -175,6 +178,11 @@ class Searcher:
         run.retrieved.unavailable.extend(t for t in failed if t not in run.retrieved.unavailable)
         hits = rank_undated_after(hits, run.filters, self._policy.undated_factor, run.reasons)
         hits = prefer_version(hits, version, run.reasons)[: params.top_k]
+        args = (self._tiers, self._analyzer, self._policy, deadline)
+        check = await check_route(params.query, route, hits, *args)  # the clause named first, or missing
+        hits = check.hits
+        if check.missing is not None:
+            run.reasons.append(check.missing.reason())
         answered = [t for t in run.tiers if t not in run.retrieved.unavailable]
         sizes = await self._sizes.get(answered) if self._floor else {}
         timings["total"] = (time.perf_counter() - started) * 1000
@@ -189,6 +197,16 @@ class Searcher:
             timings["total"],
             "; ".join(run.reasons),
         )
+        relevance = (
+            self._floor.judge(
+                hits, self._spaces.judged(weights, params.query), terms, sizes=sizes, asked=check.asked
+            )
+            if self._floor
+            else None
+        )
+        if relevance is not None and (check.missing is not None or any(check.asked)):
+            # the clause asked for is the answer's only source; another clause never is
+            relevance = dataclasses.replace(relevance, marks=list(check.asked))
         return SearchOutcome(
             hits=hits,
             route=route,
@@ -198,11 +216,8 @@ class Searcher:
             timings_ms=timings,
             unavailable=run.retrieved.unavailable,
             request_id=params.request_id,
-            relevance=self._floor.judge(
-                hits, self._spaces.judged(weights, params.query), terms, self._named(run.filters), sizes=sizes
-            )
-            if self._floor
-            else None,
+            relevance=relevance,
+            missing=check.missing,
         )
 
     async def _run(
@@ -299,11 +314,6 @@ class Searcher:
             trust_dense=trust_dense,
             widen_space=self._spaces.is_second(query.text),
         )
-
-    def _named(self, filters: Filters) -> dict[str, tuple[str, ...]]:
-        """The clause filters applied ("article" → ("18",)): a hit they match was asked for by number."""
-        fields = set(self._policy.clause_fields.values())
-        return {k: v for k, v in filters.keywords.items() if k in fields}
 
     async def _embed(self, params: SearchParams, deadline: float) -> Vector | None:
         """The query's vector, waiting for the micro-batcher no longer than half the time left
