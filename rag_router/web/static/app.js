@@ -90,8 +90,27 @@ function el(tag, attrs = {}, ...children) {
   return e;
 }
 
-// --- Ask ---------------------------------------------------------------------------------------
-let hits = [];
+// --- Ask: the answer first (its sources, a declined answer's reason and near misses, notes),
+// then the route and timings folded in a <details>, then every hit ---------------------------------
+let hits = [], citations = [];
+const routePanel = $("route-panel");
+// closed unless the user opened it (kept for later questions), picked a route by hand, or the
+// route narrowed the search with filters (typed, or read from the question: "Article 17" → article)
+let routeChoice = null;  // the user's last toggle: true (open), false (closed), null (never touched)
+$("route-summary").addEventListener("click", () => { routeChoice = !routePanel.open; });
+const foldRoute = (wanted) => { routePanel.open = routeChoice ?? wanted; };
+
+function clearAnswer() {
+  $("answer").textContent = ""; $("answer-mode").textContent = "…"; $("passage").hidden = true;
+  $("answer-panel").classList.remove("abstained");
+  $("answer-why").hidden = true; $("answer-notes").hidden = true; $("notes-list").replaceChildren();
+  $("sources-box").hidden = true; $("sources").replaceChildren();
+  $("declined").hidden = true; $("declined-hits").replaceChildren();
+  $("hits-panel").hidden = false; $("hits").replaceChildren();
+  $("route-facts").replaceChildren(); $("timings").replaceChildren(); $("route-brief").textContent = "";
+  hits = []; citations = [];
+}
+
 $("ask-form").addEventListener("submit", async (e) => {
   e.preventDefault();
   const query = $("q").value;
@@ -103,8 +122,8 @@ $("ask-form").addEventListener("submit", async (e) => {
     catch (x) { err.textContent = `Filters are not JSON: ${x.message}`; err.hidden = false; return; }
   }
   $("intro").hidden = true; $("results").hidden = false;
-  $("answer").textContent = ""; $("answer-mode").textContent = "…"; $("passage").hidden = true;
-  $("hits").replaceChildren(); $("route-facts").replaceChildren(); $("timings").replaceChildren();
+  clearAnswer();
+  foldRoute(body.route !== "auto" || body.filters !== undefined);
   $("query-marked").replaceChildren(query);
   $("ask-button").disabled = true;
   let text = "";
@@ -113,18 +132,64 @@ $("ask-form").addEventListener("submit", async (e) => {
     if (!r.ok) throw new Error(await failure(r));
     for await (const { event, data } of events(r)) {
       const d = JSON.parse(data);
-      if (event === "route") showRoute(query, d);
+      if (event === "route") { showRoute(query, d); if (Object.keys(d.filters || {}).length) foldRoute(true); }
       else if (event === "hits") showHits(d);
       else if (event === "token") { text += d.text; showAnswer(text); }
-      else if (event === "done") {
-        showAnswer(d.answer || text);
-        showHits(d.hits); showRoute(query, d.route); showTimings(d.timings_ms, body.route === "both");
-        $("answer-mode").textContent = `${d.mode}${d.degraded ? " · degraded" : ""}`;
-      } else if (event === "error") throw new Error(`${d.error.code}: ${d.error.message}`);
+      else if (event === "done") showDone(query, { ...d, answer: d.answer || text }, body.route === "both");
+      else if (event === "error") throw new Error(`${d.error.code}: ${d.error.message}`);
     }
   } catch (x) { err.textContent = x.message; err.hidden = false; $("answer-mode").textContent = ""; }
   finally { $("ask-button").disabled = false; }
 });
+
+function showDone(query, d, together = false) {  // the final response (the done event's data)
+  citations = d.citations || [];
+  showAnswer(d.answer || "");
+  showHits(d.hits); showRoute(query, d.route); showTimings(d.timings_ms, together);
+  $("answer-mode").textContent = `${d.mode}${d.abstained ? " · declined" : ""}${d.degraded ? " · degraded" : ""}`;
+  const notes = [...(d.notes || [])];
+  if (d.unavailable && d.unavailable.length) notes.push(`Not searched, unavailable: ${d.unavailable.join(", ")}.`);
+  if (d.degraded && !notes.length) notes.push("Part of the service did not answer: this is the best answer it could give.");
+  $("notes-title").textContent = d.degraded ? "Degraded answer" : "Note";
+  $("notes-list").replaceChildren(...notes.map((n) => el("li", {}, n)));
+  $("answer-notes").hidden = !notes.length;
+  $("answer-panel").classList.toggle("abstained", !!d.abstained);
+  $("answer-why").hidden = $("declined").hidden = $("sources-box").hidden = true;  // each shown below when it applies
+  $("hits-panel").hidden = false;
+  if (d.abstained) {
+    $("answer-why").replaceChildren(el("strong", {}, "Why: "), declineReason(d.route));
+    $("answer-why").hidden = false;
+    $("declined-hits").replaceChildren(...hits.map((h) => el("li", {},
+      el("button", { type: "button", class: "link", onclick: () => openHit(h, h.title || h.doc_id) }, h.title || h.doc_id),
+      el("span", { class: "meta" }, ` ${h.doc_id} `, el("span", { class: `tier ${h.tier}` }, h.tier)),
+      el("p", { class: "preview" }, preview(h.text)))));
+    $("declined").hidden = !hits.length;
+    $("hits-panel").hidden = true;  // the same passages, listed above
+  } else {
+    const cited = citations.map((c) => [c.n, sourceHit(c.n)]).filter(([, h]) => h);
+    $("sources").replaceChildren(...cited.map(([n, h]) => el("li", { value: n },
+      el("button", { type: "button", class: "link", onclick: () => openSource(n) }, h.title || h.doc_id),
+      el("span", { class: "meta" }, ` ${h.doc_id}`))));
+    $("sources-box").hidden = !cited.length;
+  }
+}
+// the page's own rendering of a final response (the browser tests call it with a made-up one)
+window.ragRender = (response, query = "", together = false) => showDone(query, response, together);
+
+function declineReason(route) {  // why nothing was answered, in plain words
+  const m = (route && route.missing) || null;
+  if (m && m.document_stored === false && m.law) return `No stored document is named “${m.law}”.`;
+  if (m && m.clause && m.document) return `${m.clause} is not in ${m.document}.`;
+  if (m && m.clause && m.law) return `${m.clause} is not in the ${m.law}.`;
+  if (m && m.clause) return `No stored document has ${m.clause}.`;
+  return "No passage was relevant enough to answer from.";
+}
+
+const preview = (text, n = 180) => {  // one line: a markdown heading's marks dropped, its end marked
+  const lines = (text || "").split(/\n+/).map((l) => (/^#{1,6}\s/.test(l) ? l.replace(/^#+\s*/, "") + " —" : l));
+  const flat = lines.join(" ").replace(/\s+/g, " ").replace(/ —$/, "").trim();
+  return flat.length > n ? flat.slice(0, n).replace(/\s\S*$/, "") + "…" : flat;
+};
 
 function showAnswer(text) {  // "[n]" becomes a button that opens source n
   const out = $("answer");
@@ -139,11 +204,16 @@ function showAnswer(text) {  // "[n]" becomes a button that opens source n
   out.append(text.slice(last));
 }
 
-function openSource(n) {
-  const h = hits[n - 1];
+function sourceHit(n) {  // source n: the cited chunk once done says which, else the n-th relevant hit
+  const c = citations.find((x) => x.n === n);
+  return (c && hits.find((h) => h.chunk_id === c.chunk_id)) || hits.filter((h) => h.relevant !== false)[n - 1] || null;
+}
+
+function openSource(n) { const h = sourceHit(n); if (h) openHit(h, `[${n}] ${h.title || h.doc_id}`); }
+
+function openHit(h, heading) {
   const p = $("passage");
-  if (!h) return;
-  p.replaceChildren(el("h3", {}, `[${n}] ${h.title || h.doc_id}`), el("p", { class: "meta" }, `${h.doc_id} · ${h.tier}`), el("p", { class: "text" }, h.text));
+  p.replaceChildren(el("h3", {}, heading), el("p", { class: "meta" }, `${h.doc_id} · ${h.tier}`), el("p", { class: "text" }, h.text));
   p.hidden = false;
   p.focus();
 }
@@ -181,6 +251,7 @@ function showRoute(query, route) {
     el("dt", {}, "filters"), el("dd", {}, filters),
     el("dt", {}, "reason"), el("dd", { id: "route-reason" }, route.reason || ""),
   );
+  $("route-brief").textContent = ` · ${(route.tiers || []).join(" + ") || "no tier"}${filters === "none" ? "" : " · filtered"}`;
 }
 
 // Stages in the order the search runs them; hot and cold are lanes of one step: side by side
@@ -219,6 +290,7 @@ function showTimings(t, together = false) {  // one lane per stage, all on one t
       el("span", { class: "lane-ms" }, `${ms.toFixed(1)} ms`)));
   }
   bar.append(el("small", { class: "lane-total" }, `total ${(t.total ?? scale).toFixed(1)} ms${how}`));
+  if (t.total !== undefined) $("route-brief").append(` · ${t.total.toFixed(0)} ms`);
 }
 
 // What ingestion adds to every chunk (indexers/records.py SYSTEM_METADATA): not the user's.
@@ -229,8 +301,9 @@ function showHits(list) {
   hits = list || [];
   $("hits").replaceChildren(...hits.map((h, i) => {
     const meta = userMeta(h.metadata);
-    return el("li", { id: `hit-${i + 1}` },
-      el("div", { class: "hit-head" }, el("strong", {}, h.title || h.doc_id), ` ${h.doc_id} `, el("span", { class: `tier ${h.tier}` }, h.tier), ` score ${h.score.toFixed(3)}`),
+    return el("li", { id: `hit-${i + 1}`, class: h.relevant === false ? "below-floor" : "" },
+      el("div", { class: "hit-head" }, el("strong", {}, h.title || h.doc_id), ` ${h.doc_id} `, el("span", { class: `tier ${h.tier}` }, h.tier), ` score ${h.score.toFixed(3)}`,
+        h.relevant === false ? el("small", { class: "floor", title: "below the relevance floor: not used to answer" }, " not relevant enough") : ""),
       el("div", { class: "legs" }, Object.entries(h.legs || {}).map(([leg, s]) => `${leg} #${s.rank} (${s.score.toFixed(3)})`).join(" · ")),
       el("p", { class: "text" }, h.text),
       Object.keys(meta).length ? el("details", {}, el("summary", {}, "metadata"), el("pre", {}, JSON.stringify(meta, null, 1))) : "",
