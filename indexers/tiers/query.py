@@ -70,6 +70,10 @@ class SearchQuery:
     # The dense leg's vector space, where the embedder splits by language (``indexers.embed.split``):
     # the language of the chunks whose vectors the query's model wrote. None: every chunk's.
     space: str | None = None
+    # Another model's vector of the same query and that model's space: searched as a dense leg of
+    # its own ("xdense", ``rag_router.search.retrieve``), so an English question meets the Chinese
+    # chunks that the multilingual model embedded. None: no other space.
+    cross: tuple[Vector, str] | None = None
 
     @property
     def dense_filters(self) -> Filters:
