@@ -35,6 +35,7 @@ from indexers.tiers.base import StoreTier, Tier, TierError, TierUnavailable
 from indexers.tiers.disk import DiskGuard, disk_full
 from indexers.tiers.local_cold import LocalColdTier
 from indexers.tiers.qdrant_edge import QdrantEdgeTier
+from rag_router.answer.evidence import SentenceFloor, SentenceScorer
 from rag_router.answer.flow import Answerer
 from rag_router.answer.llm import LLMClient
 from rag_router.embedders import build_embedder, query_models
@@ -223,6 +224,12 @@ def _pass_embedder(settings: Settings) -> PassEmbedder:
     return embedder
 
 
+def _measured(embedder: Embedder) -> bool:
+    """Whether the sentence floors were measured on this embedder's models (MiniLM, and e5 for
+    Chinese beside it): another model's cosines mean other things."""
+    return embedder.model_name.startswith("all-MiniLM-L6-v2")
+
+
 def build_searcher(
     settings: Settings,
     embedder: Embedder,
@@ -250,7 +257,7 @@ def build_searcher(
         if isinstance(embedder, SplitEmbedder) and settings.embedding.languages is None
         else model_languages(embedder.model_name, settings.embedding.languages),
         spaces=embedder.languages if isinstance(embedder, SplitEmbedder) else None,
-        floor=Floor(r.floor_dense, r.floor_lexical, r.floor_lexical_alone),
+        floor=Floor(r.floor_dense, r.floor_lexical, r.floor_lexical_alone, r.floor_dense_second),
     )
 
 
@@ -292,6 +299,10 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         context_tokens=settings.llm.context_tokens,
         max_tokens=settings.llm.max_tokens,
         source_tokens=settings.llm.source_tokens,
+        scorer=SentenceScorer(embed_worker, searcher.spaces) if _measured(embedder) else None,
+        sentence_floor=SentenceFloor(
+            settings.retrieval.floor_sentence, settings.retrieval.floor_sentence_second
+        ),
     )
     return Services(
         settings=settings,

@@ -200,7 +200,25 @@ class RetrievalSettings(BaseModel):
         " a relevant hit reaches beside the dense leg",
     )
     floor_lexical_alone: float = Field(
-        0.17, ge=0, description="... where the lexical leg judges alone (dense weight 0 or not searched)"
+        0.25, ge=0, description="... where the lexical leg judges alone (dense weight 0 or not searched)"
+    )
+    floor_dense_second: float = Field(
+        0.89,
+        ge=-1,
+        le=2,
+        description="the cosine a relevant hit reaches in the second model's space (multilingual-e5-small:"
+        " a Chinese query's dense leg, an English query's Chinese chunks); above 1: off",
+    )
+    # Sentence evidence (rag_router/answer/evidence.py): a question the floor declined is answered
+    # from a top hit whose best sentence comes this close (measured for MiniLM and e5 only)
+    floor_sentence: float = Field(
+        0.74,
+        ge=-2,
+        le=4,
+        description="MiniLM: chunk cosine + best sentence cosine of a top hit (above 2: off)",
+    )
+    floor_sentence_second: float = Field(
+        0.89, ge=-1, le=2, description="e5: best sentence cosine of a top hit, the question's language"
     )
 
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import yaml
@@ -40,6 +40,7 @@ _MORE_SAME = 0.25  # share of the question's term weight a further sentence of t
 _MORE_OTHER = 0.4  # ... and one of another document
 _RANK_PRIOR = 0.1  # score bonus of the top passage's sentences (halved for the second, …)
 _CLOSE = 0.75  # under a limit the best sentence misses, a fitting one this close to it leads
+SEMANTIC_WEIGHT = 0.2  # the sentence evidence beside the term share (each in [0, 1]; docs/answers.md)
 
 
 @lru_cache(maxsize=1)
@@ -64,16 +65,29 @@ class _Sentence:
     score: float = 0.0
 
 
-def extractive_answer(question: str, sources: Sequence[Source], c: Constraints, analyzer: Analyzer) -> str:
+def extractive_answer(
+    question: str,
+    sources: Sequence[Source],
+    c: Constraints,
+    analyzer: Analyzer,
+    semantic: Mapping[str, float] | None = None,
+    named: Sequence[str] = (),
+) -> str:
+    """``semantic``: a quotable sentence (``quotable``) → its evidence in [0, 1], the sentence's
+    cosine to the question scaled within the sources (``rag_router.answer.evidence``).
+    ``named``: the clause and document the question named, whose words choose no sentence: "What
+    does Section 3 of the travel policy say?" is answered with the section's first body
+    sentences, "Does Section 3 allow business class?" with the one about business class."""
     language = "zh" if c.language == "zh" else c.language
     wanted = set(analyzer.query_terms(strip_instructions(question))) or set(analyzer.query_terms(question))
-    pool = _candidates(sources, wanted, analyzer)
+    wanted -= set(analyzer.terms(" ".join(named)))
+    pool = _candidates(sources, wanted, analyzer, semantic or {})
     if not pool:
         return canned("no_sources", language)
     limit_words = c.max_words or (None if c.max_chars or c.max_sentences else DEFAULT_WORDS)
     chosen = _choose(pool, c, limit_words, _weights(pool, wanted))
-    if not chosen:  # no whole sentence fits: the best part of the best one
-        best = pool[0]
+    if not chosen:  # no whole sentence fits: the best part of the best one, without its label
+        best = replace(pool[0], text=_CLAUSE_LABEL.sub("", pool[0].text, count=1) or pool[0].text)
         fits = _fits(limit_words, c.max_chars, best.n)
         part = _best_clauses(best.text, wanted, analyzer, fits)
         if part is None:  # not even one clause fits: the cut clause that shows most terms
@@ -89,14 +103,24 @@ def extractive_answer(question: str, sources: Sequence[Source], c: Constraints, 
     return _join(cited)
 
 
-def _candidates(sources: Sequence[Source], wanted: set[str], analyzer: Analyzer) -> list[_Sentence]:
+def quotable(text: str, title: str | None) -> list[str]:
+    """The sentences of a source an answer may quote, as it quotes them: no heading, no title
+    line of its own, no bare list marker."""
+    folded = _folded(title or "")
+    return [
+        _quotable(sentence)
+        for sentence in sentences(text)
+        if _says_something(sentence) and not heading(sentence) and _folded(sentence) != folded
+    ]
+
+
+def _candidates(
+    sources: Sequence[Source], wanted: set[str], analyzer: Analyzer, semantic: Mapping[str, float]
+) -> list[_Sentence]:
     """Every quotable sentence, scored, best first (ties: higher-ranked source, earlier)."""
     raw: list[_Sentence] = []
     for rank, source in enumerate(sources):
-        for position, sentence in enumerate(sentences(source.text)):
-            if not _says_something(sentence) or heading(sentence):
-                continue
-            text = _quotable(sentence)
+        for position, text in enumerate(quotable(source.text, source.title)):
             found = frozenset(set(analyzer.terms(text)) & wanted)
             raw.append(_Sentence(text, rank, position, source.n, found))
     weights = _weights(raw, wanted)
@@ -108,7 +132,9 @@ def _candidates(sources: Sequence[Source], wanted: set[str], analyzer: Analyzer)
             s.position,
             s.n,
             s.found,
-            sum(weights[t] for t in s.found) / total + _RANK_PRIOR / (1 + s.rank),
+            sum(weights[t] for t in s.found) / total
+            + _RANK_PRIOR / (1 + s.rank)
+            + SEMANTIC_WEIGHT * semantic.get(s.text, 0.0),
         )
         for s in raw
     ]
@@ -230,6 +256,12 @@ def sentences(text: str) -> list[str]:
 
 _PUNCTUATED = re.compile(r"[.!?。！？;；:：,，、…\"'”’]\s*$|[,，;；。、：]")
 _CLAUSE_TITLE = re.compile(r"\s*第[一二三四五六七八九十百零〇\d]+[条章节]")  # "第三条 考勤": a title
+# "第八条 " before an article's text: under a limit the words go before the label
+_CLAUSE_LABEL = re.compile(r"^\s*第[一二三四五六七八九十百零〇\d]+条[ \t\u3000]*(?=\S)")
+
+
+def _folded(text: str) -> str:
+    return re.sub(r"[\W_]+", "", text.lower())
 
 
 def heading(line: str) -> bool:

@@ -15,7 +15,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from indexers.text.lexical import Analyzer
-from rag_router.answer.extractive import canned, cite, extractive_answer, sentences
+from rag_router.answer.decide import decide, declined, named_words
+from rag_router.answer.evidence import SentenceFloor, SentenceScorer
+from rag_router.answer.extractive import extractive_answer, sentences
+from rag_router.answer.limit import limit, past_the_limit
 from rag_router.answer.llm import Completion, LLMClient, LLMContextExceeded, LLMError, LLMTruncated
 from rag_router.answer.parse import Grounded, ground, parse_citations, parse_json
 from rag_router.answer.prompting import (
@@ -23,9 +26,9 @@ from rag_router.answer.prompting import (
     Constraints,
     Source,
     compile_prompt,
-    enforce_limits,
     render,
 )
+from rag_router.answer.verify import supported
 from rag_router.search.flow import Searcher, SearchOutcome, SearchParams
 from rag_router.search.instructions import strip_instructions
 
@@ -86,7 +89,11 @@ class Answerer:
         context_tokens: int,
         max_tokens: int = 512,
         source_tokens: int = 0,
+        scorer: SentenceScorer | None = None,
+        sentence_floor: SentenceFloor | None = None,
     ) -> None:
+        self._scorer = scorer  # sentence evidence (answer.evidence); None: the floor decides alone
+        self._sentence_floor = sentence_floor or SentenceFloor()
         self._searcher = searcher
         self._analyzer = analyzer
         self._count = count_tokens
@@ -99,6 +106,7 @@ class Answerer:
     async def _prepare(self, params: AnswerParams) -> tuple[SearchOutcome, CompiledPrompt, float]:
         deadline = time.monotonic() + self._timeout  # one deadline: the search's share comes from it
         outcome = await self._searcher.search(replace(params.search, deadline=deadline))
+        await decide(outcome, params.search.query, self._scorer, self._sentence_floor)
         return outcome, self._compile(params, outcome), deadline
 
     def _compile(self, params: AnswerParams, outcome: SearchOutcome) -> CompiledPrompt:
@@ -172,7 +180,7 @@ class Answerer:
                     prompt.messages, deadline=deadline, **_llm_params(prompt)
                 )
         except LLMTruncated as exc:
-            if not _past_the_limit(prompt, exc.partial):
+            if not past_the_limit(prompt, exc.partial):
                 return self._extractive(outcome, prompt, params.search.query, exc)
             completion = Completion(text=exc.partial, finish_reason="length")
         except LLMError as exc:
@@ -213,7 +221,7 @@ class Answerer:
                         raise
                     completion = Completion()
         except LLMError as exc:
-            if not (isinstance(exc, LLMTruncated) and _past_the_limit(prompt, completion.text)):
+            if not (isinstance(exc, LLMTruncated) and past_the_limit(prompt, completion.text)):
                 yield "done", self._extractive(outcome, prompt, params.search.query, exc)
                 return
         yield "done", await self._finish(outcome, prompt, completion, deadline, params.search.query)
@@ -242,7 +250,10 @@ class Answerer:
             value = dict(parsed.value)
             if isinstance(value.get("answer"), str):  # the prose field; the others are data
                 grounded = self._ground(prompt, value["answer"])
-                value["answer"] = grounded.text
+                value["answer"], note = supported(grounded.text, _stored(outcome, prompt))
+                result.notes.extend([note] if note else [])
+                if not value["answer"]:
+                    return self._extractive(outcome, prompt, question, LLMError(note or ""))
             else:
                 grounded = self._ground(prompt, _json_text(value))
             if not grounded.grounded or not grounded.text:
@@ -253,9 +264,11 @@ class Answerer:
             grounded = self._ground(prompt, text)
             if not grounded.grounded or not grounded.text:
                 return self._ungrounded(outcome, prompt, question, grounded)
-            text, result.trimmed = enforce_limits(grounded.text, prompt.constraints)
-            if result.trimmed:
-                text = _keep_citation(text, grounded.text, len(prompt.sources))
+            kept, note = supported(grounded.text, _stored(outcome, prompt))
+            if not kept:
+                return self._extractive(outcome, prompt, question, LLMError(note or ""))
+            result.notes.extend([note] if note else [])
+            text, result.trimmed = limit(kept, prompt.constraints, len(prompt.sources))
         if grounded.attributed:
             result.notes.append(
                 f"{grounded.attributed} citation(s) attributed after generation by term overlap "
@@ -306,7 +319,10 @@ class Answerer:
             log.warning("LLM answer failed, answering extractively: %s", error)
         stored = {h.chunk_id: h.chunk.text for h in outcome.hits}  # quoted as stored, not as cleaned
         sources = [replace(s, text=stored.get(s.chunk_id, s.text)) for s in prompt.sources]
-        text = extractive_answer(question, sources, prompt.constraints, self._analyzer)
+        named = named_words(outcome, question) if outcome.asked[:1] == [True] else ()
+        text = extractive_answer(
+            question, sources, prompt.constraints, self._analyzer, outcome.evidence, named
+        )
         result = AnswerOutcome(outcome, "extractive", answer=text, llm_error=str(error) if error else None)
         if error is not None and self.llm is not None:  # degraded says that; this says why
             result.notes.append(f"the model's answer was replaced by quoted sentences: {error}")
@@ -330,44 +346,24 @@ class Answerer:
         result.dropped_citations = cited.dropped
 
 
-def _keep_citation(cut: str, whole: str, sources: int) -> str:
-    """A limit that cut the answer inside its first sentence also cut that sentence's ``[n]``:
-    the part kept is still that source's claim, so it keeps the mark (a mark is no word)."""
-    if parse_citations(cut, sources).numbers:
-        return cut
-    first = parse_citations(whole, sources).numbers[:1]
-    if not first:
-        return cut
-    return cite(cut.rstrip(), first[0])
+def _stored(outcome: SearchOutcome, prompt: CompiledPrompt) -> list[str]:
+    """Each source's stored text with its title: what a claim citing it must be found in."""
+    stored = {h.chunk_id: h.chunk.text for h in outcome.hits}
+    return [f"{s.title or ''}\n{stored.get(s.chunk_id, s.text)}" for s in prompt.sources]
 
 
 def _declines(outcome: SearchOutcome) -> bool:
-    return outcome.relevance is not None and not outcome.relevance.any
+    return outcome.missing is not None or (outcome.relevance is not None and not outcome.relevance.any)
 
 
 def _abstain(outcome: SearchOutcome, prompt: CompiledPrompt) -> AnswerOutcome:
     """Nothing relevant is stored: one sentence saying so in the question's language, no
     citations, no JSON; the route's reason says why (the best leg scores against the floor)."""
-    assert outcome.relevance is not None
-    if outcome.missing is None:  # else the search's reason already says what is missing
+    if outcome.missing is None and outcome.relevance is not None:  # else the reason says what is missing
         outcome.reasons.append(outcome.relevance.reason())
     features = outcome.route.features
     language = prompt.constraints.language or (features.language if features else None)
-    return AnswerOutcome(outcome, "extractive", answer=_declined(outcome, language), abstained=True)
-
-
-def _declined(outcome: SearchOutcome, language: str | None) -> str:
-    """The decline's sentence: what is missing when the question named a clause, else that
-    nothing relevant is stored."""
-    missing = outcome.missing
-    if missing is None:
-        return canned("abstain", language)
-    if missing.name is None:
-        return canned("missing_clause_anywhere", language).format(clause=missing.clause)
-    if not missing.stored:
-        return canned("missing_document", language).format(name=missing.name, clause=missing.clause)
-    document = missing.document or missing.name
-    return canned("missing_clause", language).format(document=document, clause=missing.clause)
+    return AnswerOutcome(outcome, "extractive", answer=declined(outcome, language), abstained=True)
 
 
 def extractive_json(text: str, fields: Sequence[str], metadata: Mapping[str, Any]) -> dict[str, Any]:
@@ -380,15 +376,6 @@ def extractive_json(text: str, fields: Sequence[str], metadata: Mapping[str, Any
 
 def _llm_params(prompt: CompiledPrompt) -> dict[str, Any]:
     return {"max_tokens": prompt.max_tokens, "response_format": prompt.response_format}
-
-
-def _past_the_limit(prompt: CompiledPrompt, partial: str) -> bool:
-    """A text answer cut at max_tokens after it already passed the asked-for word, character or
-    sentence limit is whole: the limit cuts it at a sentence end anyway (``enforce_limits``)."""
-    c = prompt.constraints
-    if c.format == "json" or not (c.max_words or c.max_chars or c.max_sentences):
-        return False
-    return enforce_limits(partial, c)[1]
 
 
 def _hopeless_json(text: str) -> bool:

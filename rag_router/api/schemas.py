@@ -74,11 +74,21 @@ class HitOut(BaseModel):
     relevant: bool = Field(True, description="whether the hit cleared the relevance floor")
 
 
+class MissingOut(BaseModel):
+    """A clause the question named that no stored chunk is: the answer declines, saying so."""
+
+    clause: str = Field(description="the clause as asked: 'Section 12', '第二十条'")
+    law: str | None = Field(None, description="the document or law the question named, as asked")
+    document: str | None = Field(None, description="the stored title that name matched")
+    stored: bool = Field(False, description="whether a document of that name is stored at all")
+
+
 class RouteOut(BaseModel):
     tiers: list[str]
     reason: str
     features: dict[str, Any]
     filters: dict[str, Any]
+    missing: MissingOut | None = None
 
 
 class SearchResponse(BaseModel):

@@ -53,6 +53,11 @@ class Floor:
     dense: float  # cosine; -1 lets every dense hit clear
     lexical: float  # BM25 per distinct query term, beside a weighted dense leg; 0: every hit clears
     lexical_alone: float  # ... where the lexical leg judges alone
+    # The second model's cosine (multilingual-e5-small, a split embedder's Chinese side): its
+    # scores sit far higher than MiniLM's (unrelated pairs 0.80-0.86), so a floor of its own. It
+    # judges a second-language query's dense leg and every query's cross-space leg ("xdense");
+    # beside it the lexical leg keeps its floor for judging alone. Above 1: never clears.
+    second: float = 2.0
 
     def judge(
         self,
@@ -63,14 +68,17 @@ class Floor:
         *,
         sizes: Mapping[str, int],
         asked: Sequence[bool] | None = None,
+        second: bool = False,
     ) -> Relevance:
         """``terms``: the query's distinct analysed terms; ``sizes``: chunks in each searched
         tier (its largest IDF); ``named``: the clause filters applied (field → values), from
         the question's own words; ``asked``: per hit, whether it is the clause of the document
-        the question named (``search.named``: it replaces ``named`` when given)."""
+        the question named (``search.named``: it replaces ``named`` when given); ``second``: the
+        query's dense leg is the second model's (its floor is ``Floor.second``, and the lexical
+        leg judges as if alone beside it)."""
         best: dict[str, float] = {}
         marks = []
-        alone = self.alone(hits, weights)
+        alone = second or self.alone(hits, weights)
         for i, hit in enumerate(hits):
             scores = leg_scores(hit.legs, len(terms), sizes)
             for kind, value in scores.items():
@@ -82,8 +90,8 @@ class Floor:
                 clause = any(
                     str(hit.chunk.metadata.get(f)) in set(map(str, v)) for f, v in (named or {}).items()
                 )
-            marks.append(clause or self.clears(scores, weights, alone=alone))
-        return Relevance(marks, best, self, {k for k, w in weights.items() if w == 0})
+            marks.append(clause or self.clears(scores, weights, alone=alone, second=second))
+        return Relevance(marks, best, self, {k for k, w in weights.items() if w == 0}, second)
 
     @staticmethod
     def alone(hits: Sequence[Hit], weights: Mapping[str, float]) -> bool:
@@ -91,8 +99,14 @@ class Floor:
         dense = any(name.endswith("dense") for h in hits for name in h.legs)
         return weights.get("dense", 1.0) == 0 or not dense
 
-    def clears(self, scores: Mapping[str, float], weights: Mapping[str, float], *, alone: bool) -> bool:
-        floors = {"dense": self.dense, "lexical": self.lexical_alone if alone else self.lexical}
+    def clears(
+        self, scores: Mapping[str, float], weights: Mapping[str, float], *, alone: bool, second: bool = False
+    ) -> bool:
+        floors = {
+            "dense": self.second if second else self.dense,
+            "xdense": self.second,
+            "lexical": self.lexical_alone if alone else self.lexical,
+        }
         return any(
             weights.get(kind, 1.0) > 0 and kind in floors and value >= floors[kind]
             for kind, value in scores.items()
@@ -154,10 +168,11 @@ class Relevance:
     best: dict[str, float]
     floor: Floor
     unweighted: set[str] = field(default_factory=set)
+    second: bool = False  # the dense leg was the second model's
 
     @property
     def alone(self) -> bool:
-        return "dense" in self.unweighted or "dense" not in self.best
+        return self.second or "dense" in self.unweighted or "dense" not in self.best
 
     @property
     def any(self) -> bool:
@@ -167,8 +182,10 @@ class Relevance:
         """Why nothing cleared the floor, in the route's reason."""
         shown = []
         lexical = self.floor.lexical_alone if self.alone else self.floor.lexical
+        dense = self.floor.second if self.second else self.floor.dense
         for kind, floor, unit in (
-            ("dense", self.floor.dense, "cosine"),
+            ("dense", dense, "cosine"),
+            ("xdense", self.floor.second, "cosine in the other model's space"),
             ("lexical", lexical, "BM25 per query term / max IDF"),
         ):
             if kind in self.unweighted:

@@ -17,19 +17,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from indexers.embed.embedder import AsyncEmbedder
-from indexers.records import StoredChunk, TierName, Vector
+from indexers.records import TierName, Vector
 from indexers.text.lexical import Analyzer
 from indexers.tiers.base import SearchTier
-from indexers.tiers.query import LEGS, Filters, HitRef, Leg, SearchQuery
+from indexers.tiers.query import LEGS, Filters, Leg, SearchQuery
 from rag_router.errors import BackendUnavailable, InvalidRequest
 from rag_router.metrics import Metrics
 from rag_router.search.features import extract
 from rag_router.search.filters import filters_to_json
 from rag_router.search.floor import Floor, Relevance, Sizes
-from rag_router.search.fuse import Fused, FusionName, Hit, fuse
+from rag_router.search.fuse import FusionName, Hit, fuse
 from rag_router.search.named import Missing, check_route
 from rag_router.search.relax import Run, retrieve_routed
-from rag_router.search.retrieve import Retrieved
+from rag_router.search.retrieve import Retrieved, hydrate
 from rag_router.search.route import Policy, Route, RouteName, plan
 from rag_router.search.soft import rank_undated_after
 from rag_router.search.spaces import Spaces
@@ -66,6 +66,8 @@ class SearchOutcome:
     request_id: str
     relevance: Relevance | None = None  # per hit, whether it cleared the relevance floor
     missing: Missing | None = None  # the clause the question named is not stored (``search.named``)
+    evidence: dict[str, float] = field(default_factory=dict)  # sentence → evidence (answer.decide)
+    asked: list[bool] = field(default_factory=list)  # per hit: the clause the question named (first)
 
     @property
     def degraded(self) -> bool:
@@ -122,6 +124,10 @@ class Searcher:
         self._spaces = Spaces(spaces)  # a split embedder's second model's languages (None: one model)
         self._sizes = Sizes(tiers)  # chunks per tier: the floor's lexical IDF bound
 
+    @property
+    def spaces(self) -> Spaces:
+        return self._spaces
+
     def route(self, params: SearchParams) -> Route:
         today = self._today()
         features = extract(params.query, today=today, domains=self._domains)
@@ -169,12 +175,10 @@ class Searcher:
             limit = params.top_k + (EXTRA_CANDIDATES if version else 0)
             fused = fuse(self._fusion, run.retrieved.legs, k=self._rrf_k, weights=weights, limit=limit)
         run.reasons.extend(r for r in (language_reason, self._fusion_reason(run.retrieved, weights)) if r)
-        if self._floor is not None and self._spaces.is_second(params.query):
-            run.reasons.append(
-                "relevance judged by the lexical leg: the floor's cosine was measured on MiniLM"
-            )
+        if self._floor is not None and self._spaces.is_second(params.query) and self._floor.second > 1:
+            run.reasons.append("relevance judged by the lexical leg: the second model has no floor")
         with _timer(timings, "fetch"):
-            hits, failed = await self._hydrate(fused, deadline)
+            hits, failed = await hydrate(self._tiers, fused, deadline)
         run.retrieved.unavailable.extend(t for t in failed if t not in run.retrieved.unavailable)
         hits = rank_undated_after(hits, run.filters, self._policy.undated_factor, run.reasons)
         hits = prefer_version(hits, version, run.reasons)[: params.top_k]
@@ -197,13 +201,7 @@ class Searcher:
             timings["total"],
             "; ".join(run.reasons),
         )
-        relevance = (
-            self._floor.judge(
-                hits, self._spaces.judged(weights, params.query), terms, sizes=sizes, asked=check.asked
-            )
-            if self._floor
-            else None
-        )
+        relevance = self._judge(hits, weights, terms, sizes, params.query, check.asked)
         if relevance is not None and (check.missing is not None or any(check.asked)):
             # the clause asked for is the answer's only source; another clause never is
             relevance = dataclasses.replace(relevance, marks=list(check.asked))
@@ -218,6 +216,7 @@ class Searcher:
             request_id=params.request_id,
             relevance=relevance,
             missing=check.missing,
+            asked=check.asked,
         )
 
     async def _run(
@@ -293,7 +292,8 @@ class Searcher:
         with _timer(timings, "embed"):
             vector = await self._embed(params, deadline)
         if vector is not None:
-            return dataclasses.replace(query, vector=vector), ""
+            cross = await self._spaces.cross(self._embedder, params.query)  # English → Chinese chunks
+            return dataclasses.replace(query, vector=vector, cross=cross), ""
         if legs == ("dense",):
             raise BackendUnavailable("the embedder is unavailable and only the dense leg was asked for")
         lexical = tuple(leg for leg in legs if leg != "dense")
@@ -314,6 +314,21 @@ class Searcher:
             trust_dense=trust_dense,
             widen_space=self._spaces.is_second(query.text),
         )
+
+    def _judge(
+        self,
+        hits: list[Hit],
+        weights: Mapping[str, float],
+        terms: list[str],
+        sizes: Mapping[str, int],
+        query: str,
+        asked: list[bool],
+    ) -> Relevance | None:
+        if self._floor is None:
+            return None
+        second = self._spaces.is_second(query) and self._floor.second <= 1  # e5's own floor judges
+        judged = self._spaces.judged(weights, query, self._floor)
+        return self._floor.judge(hits, judged, terms, sizes=sizes, asked=asked, second=second)
 
     async def _embed(self, params: SearchParams, deadline: float) -> Vector | None:
         """The query's vector, waiting for the micro-batcher no longer than half the time left
@@ -345,39 +360,6 @@ class Searcher:
         shown = ", ".join(f"{kind} {weights.get(kind, 1.0):g}" for kind in kinds)
         method = f"rrf k={self._rrf_k}" if self._fusion == "rrf" else self._fusion
         return f"fusion {method} ({shown})"
-
-    async def _hydrate(self, fused: list[Fused], deadline: float) -> tuple[list[Hit], list[TierName]]:
-        """The chunks of the fused hits, from the tier each ranked best in (one call per tier).
-
-        A hit whose chunk was deleted between search and fetch is dropped. A tier that fails
-        or misses the deadline here loses its hits and is reported like one that failed the
-        search (degraded), the other tier's hits stay.
-        """
-        wanted: dict[TierName, list[HitRef]] = {}
-        for f in fused:
-            if f.hit.chunk is None:
-                wanted.setdefault(f.tier, []).append(f.hit.ref)
-        found: dict[TierName, dict[HitRef, StoredChunk]] = {}
-        failed: list[TierName] = []
-
-        async def one(tier: TierName, refs: list[HitRef]) -> None:
-            try:
-                async with asyncio.timeout(max(deadline - time.monotonic(), 0.0)):
-                    found[tier] = await self._tiers[tier].hydrate(refs)
-            except Exception as exc:  # like a failed search: degrade, do not fail the request
-                log.warning("tier %s failed to fetch hits: %r", tier, exc)
-                failed.append(tier)
-
-        if len(wanted) == 1:
-            await one(*next(iter(wanted.items())))
-        elif wanted:
-            await asyncio.gather(*(one(t, refs) for t, refs in wanted.items()))
-        hits = []
-        for f in fused:
-            chunk = f.hit.chunk or found.get(f.tier, {}).get(f.hit.ref)
-            if chunk is not None:
-                hits.append(f.to_hit(chunk))
-        return hits, failed
 
 
 @contextmanager

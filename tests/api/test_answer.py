@@ -324,3 +324,28 @@ def test_an_answer_cut_inside_its_first_sentence_keeps_that_sentences_citation(
     body, _ = ask(client, "What does Article 3 say? At most 6 words.")
     assert body["mode"] == "llm" and count_words(body["answer"]) <= 6
     assert body["answer"].endswith("[1]") and body["citations"] and body["citations"][0]["n"] == 1
+
+
+def test_a_claim_its_source_does_not_hold_is_removed_and_said(
+    client: TestClient, llm: tuple[ScriptedLLM, str]
+) -> None:
+    """The model's second sentence states a number Article 26 does not: it is not shown as
+    grounded; the note says what was removed and why."""
+    fake, _ = llm
+    fake.play(Step(words(f"{EDUCATION.split(' [1].')[0]} [1]. Education is free for 12 years [1].")))
+    body, _ = ask(client, "What does the declaration say about the right to education?")
+    assert body["mode"] == "llm" and body["degraded"] is False
+    assert body["answer"].startswith("Everyone has the right to education [1]")
+    assert "12 years" not in body["answer"]
+    assert any("12 is not in source [1]" in n for n in body["notes"]), body["notes"]
+
+
+def test_an_answer_none_of_whose_claims_hold_is_replaced_by_quotes(
+    client: TestClient, llm: tuple[ScriptedLLM, str]
+) -> None:
+    fake, _ = llm
+    fake.play(Step(words("Elementary education lasts 12 years [1].")))
+    body, _ = ask(client, "What does the declaration say about the right to education?")
+    assert body["mode"] == "extractive" and body["degraded"] is True
+    assert "12 years" not in body["answer"] and body["citations"]
+    assert any("do not support the model's claims" in n for n in body["notes"]), body["notes"]
