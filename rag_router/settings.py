@@ -212,7 +212,7 @@ class RetrievalSettings(BaseModel):
     # Sentence evidence (rag_router/answer/evidence.py): a question the floor declined is answered
     # from a top hit whose best sentence comes this close (measured for MiniLM and e5 only)
     floor_sentence: float = Field(
-        0.74,
+        0.82,
         ge=-2,
         le=4,
         description="MiniLM: chunk cosine + best sentence cosine of a top hit (above 2: off)",

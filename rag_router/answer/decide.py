@@ -73,8 +73,12 @@ async def decide(
             return False
         marks = [*rescued, *([False] * (len(outcome.hits) - len(rescued)))]
         outcome.relevance = dataclasses.replace(relevance, marks=marks)
-        shown = max((c for c, _ in best if c is not None), default=0.0)
-        outcome.reasons.append(f"answered on sentence evidence: best sentence cosine {shown:.3f}")
+        i = rescued.index(True)
+        cos, space = best[i]
+        outcome.lead = next((t for t in per_hit[i] if by_sentence.get(t, (None, ""))[0] == cos), None)
+        chunk = _own_cosine(top[i], space)
+        shown = f"chunk {chunk:.3f} + " if space == "primary" and chunk is not None else ""
+        outcome.reasons.append(f"answered on sentence evidence ({space}): {shown}best sentence {cos:.3f}")
     outcome.evidence = _scaled(by_sentence)
     return True
 

@@ -40,7 +40,7 @@ MAX_SENTENCES = 64  # per answer: the top hits' sentences, in rank order
 class SentenceFloor:
     """When a top hit's sentence evidence makes it relevant (above 2: never)."""
 
-    primary: float = 0.74  # the chunk's cosine + its best sentence's, the primary model (MiniLM)
+    primary: float = 0.82  # the chunk's cosine + its best sentence's, the primary model (MiniLM)
     second: float = 0.89  # the best sentence's cosine, the second model (e5), in the question's space
     cross: float = 0.805  # the best sentence's cosine, the second model, the other language's space
 

@@ -72,16 +72,19 @@ def extractive_answer(
     analyzer: Analyzer,
     semantic: Mapping[str, float] | None = None,
     named: Sequence[str] = (),
+    lead: str | None = None,
 ) -> str:
     """``semantic``: a quotable sentence (``quotable``) → its evidence in [0, 1], the sentence's
     cosine to the question scaled within the sources (``rag_router.answer.evidence``).
     ``named``: the clause and document the question named, whose words choose no sentence: "What
     does Section 3 of the travel policy say?" is answered with the section's first body
-    sentences, "Does Section 3 allow business class?" with the one about business class."""
+    sentences, "Does Section 3 allow business class?" with the one about business class.
+    ``lead``: the sentence whose evidence answered a question the floor declined leads."""
     language = "zh" if c.language == "zh" else c.language
     wanted = set(analyzer.query_terms(strip_instructions(question))) or set(analyzer.query_terms(question))
     wanted -= set(analyzer.terms(" ".join(named)))
     pool = _candidates(sources, wanted, analyzer, semantic or {})
+    pool.sort(key=lambda s: s.text != lead)  # stable: the rest stay best first
     if not pool:
         return canned("no_sources", language)
     limit_words = c.max_words or (None if c.max_chars or c.max_sentences else DEFAULT_WORDS)

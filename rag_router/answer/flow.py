@@ -321,7 +321,7 @@ class Answerer:
         sources = [replace(s, text=stored.get(s.chunk_id, s.text)) for s in prompt.sources]
         named = named_words(outcome, question) if outcome.asked[:1] == [True] else ()
         text = extractive_answer(
-            question, sources, prompt.constraints, self._analyzer, outcome.evidence, named
+            question, sources, prompt.constraints, self._analyzer, outcome.evidence, named, outcome.lead
         )
         result = AnswerOutcome(outcome, "extractive", answer=text, llm_error=str(error) if error else None)
         if error is not None and self.llm is not None:  # degraded says that; this says why

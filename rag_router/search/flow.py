@@ -68,6 +68,7 @@ class SearchOutcome:
     missing: Missing | None = None  # the clause the question named is not stored (``search.named``)
     evidence: dict[str, float] = field(default_factory=dict)  # sentence → evidence (answer.decide)
     asked: list[bool] = field(default_factory=list)  # per hit: the clause the question named (first)
+    lead: str | None = None  # the sentence whose evidence answered (answer.decide)
 
     @property
     def degraded(self) -> bool:

@@ -144,6 +144,7 @@ def test_the_page_end_to_end(base_url: str, browser: Any, tmp_path: Path) -> Non
     by_id(d, "ask-button").click()
     mark = wait(d, lambda _: d.find_elements(By.CSS_SELECTOR, "#query-marked mark.clause"))[0]
     assert mark.text == "Article 17"
+    open_route(d)  # folded behind "Route and timings": the answer comes first
     wait(d, lambda _: "article" in by_id(d, "route-reason").text)
     assert "17" in by_id(d, "route-facts").text
     wait(d, lambda _: d.find_elements(By.CSS_SELECTOR, "#timings span"))
@@ -312,10 +313,16 @@ def test_line_breaks_are_kept_in_documents_and_hits(base_url: str, browser: Any)
     assert "工时：\n（一）日八时；\n（二）" in hit.find_element("css selector", "p.text").text
 
 
+def open_route(d: Any) -> None:
+    """Unfold the route panel (a <details>: closed, its text reads as "")."""
+    d.execute_script("document.getElementById('route-panel').open = true")
+
+
 def test_the_timing_bar_stays_in_its_box_and_metadata_is_the_users(base_url: str, browser: Any) -> None:
     d = browser
     open_page(d, base_url)
     ask(d, "Can I be held in slavery?", route="both")  # hot and cold searched in parallel
+    open_route(d)
     wait(d, lambda _: d.find_elements("css selector", "#timings .seg"))
     lanes = d.execute_script(
         "return [...document.querySelectorAll('#timings .lane')].map(l => {"

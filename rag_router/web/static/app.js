@@ -94,8 +94,7 @@ function el(tag, attrs = {}, ...children) {
 // then the route and timings folded in a <details>, then every hit ---------------------------------
 let hits = [], citations = [];
 const routePanel = $("route-panel");
-// closed unless the user opened it (kept for later questions), picked a route by hand, or the
-// route narrowed the search with filters (typed, or read from the question: "Article 17" → article)
+// closed unless the user opened it (kept for later questions): the answer comes first
 let routeChoice = null;  // the user's last toggle: true (open), false (closed), null (never touched)
 $("route-summary").addEventListener("click", () => { routeChoice = !routePanel.open; });
 const foldRoute = (wanted) => { routePanel.open = routeChoice ?? wanted; };
@@ -123,7 +122,7 @@ $("ask-form").addEventListener("submit", async (e) => {
   }
   $("intro").hidden = true; $("results").hidden = false;
   clearAnswer();
-  foldRoute(body.route !== "auto" || body.filters !== undefined);
+  foldRoute(false);
   $("query-marked").replaceChildren(query);
   $("ask-button").disabled = true;
   let text = "";
@@ -132,7 +131,7 @@ $("ask-form").addEventListener("submit", async (e) => {
     if (!r.ok) throw new Error(await failure(r));
     for await (const { event, data } of events(r)) {
       const d = JSON.parse(data);
-      if (event === "route") { showRoute(query, d); if (Object.keys(d.filters || {}).length) foldRoute(true); }
+      if (event === "route") showRoute(query, d);
       else if (event === "hits") showHits(d);
       else if (event === "token") { text += d.text; showAnswer(text); }
       else if (event === "done") showDone(query, { ...d, answer: d.answer || text }, body.route === "both");
