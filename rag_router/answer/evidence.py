@@ -60,6 +60,10 @@ class SentenceScorer:
         self._embedder = embedder
         self._spaces = spaces
 
+    def second(self, question: str) -> bool:
+        """Whether the second model embeds the question (its own space is e5's)."""
+        return self._spaces.is_second(question)
+
     def space(self, question: str, sentence: str) -> str:
         """ "primary", "second" (the second model, the question's own space) or "cross"."""
         own = self._spaces.of(question)
