@@ -103,3 +103,25 @@ async def test_a_tier_whose_count_fails_never_fails_the_search() -> None:
 
     sizes = Sizes({"hot": Down(), "cold": Up()})
     assert await sizes.get(["hot", "cold"]) == {"hot": UNKNOWN_CHUNKS, "cold": 40}
+
+
+def test_the_second_models_cosines_have_a_floor_of_their_own() -> None:
+    """e5 scores unrelated texts 0.80-0.86: its dense leg (a Chinese question) and its cross-space
+    leg (an English question's Chinese chunks) are judged on ``second``, not on MiniLM's 0.4."""
+    floor = Floor(dense=0.4, lexical=2.0, lexical_alone=0.5, second=0.89)
+    words = ["t0", "t1"]
+    assert floor.judge([hit(dense=0.86), hit(dense=0.9)], {}, words, sizes={}, second=True).marks == [
+        False,
+        True,
+    ]
+    assert floor.judge([hit(xdense=0.86), hit(xdense=0.9)], {}, words, sizes={}).marks == [False, True]
+    # beside e5 the lexical leg keeps the floor it has when it judges alone
+    assert floor.judge([hit(dense=0.5, lexical=1.2)], {}, words, sizes={}, second=True).marks == [True]
+    judged = floor.judge([hit(dense=0.86)], {}, words, sizes={}, second=True)
+    assert "best dense cosine 0.860 < 0.89" in judged.reason()
+
+
+def test_the_clause_asked_for_is_relevant_whatever_its_scores_and_only_it() -> None:
+    hits = [hit(dense=0.1), hit(dense=0.9)]
+    assert FLOOR.judge(hits, {}, ["t"], sizes={}, asked=[True, False]).marks == [True, True]
+    assert FLOOR.judge(hits, {}, ["t"], sizes={}, asked=[False, False]).marks == [False, True]
