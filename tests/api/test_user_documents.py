@@ -9,6 +9,7 @@ Article 20 stands beside them (a clause number another document has must not ans
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -171,3 +172,17 @@ def test_an_instruction_keeps_the_part_that_answers(
     assert wanted in body["answer"], body["answer"]
     if unwanted:
         assert unwanted not in body["answer"]
+
+
+def test_the_stream_and_chat_say_what_is_missing_too(client: TestClient) -> None:
+    query, sentence = "员工守则第二十条是什么内容？", "港湾物流员工守则没有第二十条。"
+    with client.stream("POST", "/v1/answer", json={"query": query, "stream": True}) as r:
+        lines = list(r.iter_lines())
+    done = json.loads(lines[lines.index("event: done") + 1].removeprefix("data: "))
+    assert done["abstained"] is True and done["answer"] == sentence
+    route = json.loads(lines[lines.index("event: route") + 1].removeprefix("data: "))
+    assert route["missing"]["clause"] == "第二十条"
+    body = client.post(
+        "/v1/chat/completions", json={"model": "rag-router", "messages": [{"role": "user", "content": query}]}
+    ).json()
+    assert body["choices"][0]["message"]["content"] == sentence and body["rag"]["abstained"] is True
