@@ -11,6 +11,7 @@ clause the question named (``search.named``). Here:
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Mapping
@@ -21,6 +22,7 @@ from rag_router.search.flow import SearchOutcome
 from rag_router.search.fuse import Hit
 from rag_router.search.named import document_names
 
+EVIDENCE_S = 2.0  # the most the sentence evidence may take of an answer's time
 RESCUE_HITS = 3  # the top hits whose sentences may answer a question the floor declined
 
 
@@ -29,6 +31,7 @@ async def decide(
     question: str,
     scorer: SentenceScorer | None,
     floor: SentenceFloor,
+    deadline: float,
 ) -> bool:
     """Whether to answer. ``outcome.relevance`` gains the hits rescued by sentence evidence, and
     ``outcome.evidence`` each top sentence's evidence in [0, 1]."""
@@ -51,8 +54,14 @@ async def decide(
     per_hit = [quotable(h.chunk.text, h.chunk.title) for h in top]
     flat = [s for group in per_hit for s in group]
     started = time.perf_counter()
-    cosines = await scorer.cosines(question, flat)
-    outcome.timings_ms["evidence"] = (time.perf_counter() - started) * 1000
+    try:  # the request's deadline, and at most EVIDENCE_S of it: without evidence the floor decides
+        async with asyncio.timeout(max(0.0, min(deadline - time.monotonic(), EVIDENCE_S))):
+            cosines = await scorer.cosines(question, flat)
+    except TimeoutError:
+        outcome.reasons.append("no sentence evidence: the embedder did not answer in time")
+        return not declined
+    finally:
+        outcome.timings_ms["evidence"] = (time.perf_counter() - started) * 1000
     by_sentence: dict[str, tuple[float, str]] = {}
     best: list[tuple[float | None, str]] = []
     at = 0

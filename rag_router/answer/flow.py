@@ -106,7 +106,7 @@ class Answerer:
     async def _prepare(self, params: AnswerParams) -> tuple[SearchOutcome, CompiledPrompt, float]:
         deadline = time.monotonic() + self._timeout  # one deadline: the search's share comes from it
         outcome = await self._searcher.search(replace(params.search, deadline=deadline))
-        await decide(outcome, params.search.query, self._scorer, self._sentence_floor)
+        await decide(outcome, params.search.query, self._scorer, self._sentence_floor, deadline)
         return outcome, self._compile(params, outcome), deadline
 
     def _compile(self, params: AnswerParams, outcome: SearchOutcome) -> CompiledPrompt:

@@ -77,7 +77,8 @@ def test_search_response_has_every_field(client: TestClient) -> None:
     top = body["hits"][0]
     assert top["doc_id"] == "udhr-art-7" and top["tier"] == "cold"
     assert {"cold.dense", "cold.lexical"} <= set(top["legs"])
-    assert set(body["route"]) == {"tiers", "reason", "features", "filters"}
+    assert set(body["route"]) == {"tiers", "reason", "features", "filters", "missing"}
+    assert body["route"]["missing"] is None  # no clause named: nothing can be missing
     assert body["route"]["tiers"] == ["hot", "cold"]
     assert {"features", "embed", "hot", "cold", "fuse", "fetch", "total"} <= set(body["timings_ms"])
     assert body["degraded"] is False and body["unavailable"] == []

@@ -142,9 +142,9 @@ def test_the_page_end_to_end(base_url: str, browser: Any, tmp_path: Path) -> Non
     q.clear()
     q.send_keys("What does Article 17 say?")
     by_id(d, "ask-button").click()
+    open_route(d)  # folded behind "Route and timings": the answer comes first
     mark = wait(d, lambda _: d.find_elements(By.CSS_SELECTOR, "#query-marked mark.clause"))[0]
     assert mark.text == "Article 17"
-    open_route(d)  # folded behind "Route and timings": the answer comes first
     wait(d, lambda _: "article" in by_id(d, "route-reason").text)
     assert "17" in by_id(d, "route-facts").text
     wait(d, lambda _: d.find_elements(By.CSS_SELECTOR, "#timings span"))
