@@ -74,9 +74,7 @@ class HitOut(BaseModel):
     relevant: bool = Field(True, description="whether the hit cleared the relevance floor")
 
 
-class MissingOut(BaseModel):
-    """A clause the question named that no stored chunk is: the answer declines, saying so."""
-
+class MissingOut(BaseModel):  # a clause the question named that no stored chunk is: declined
     clause: str = Field(description="the clause as asked: 'Section 12', '第二十条'")
     law: str | None = Field(None, description="the document or law the question named, as asked")
     document: str | None = Field(None, description="the stored title that name matched")
