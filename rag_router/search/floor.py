@@ -84,12 +84,7 @@ class Floor:
             for kind, value in scores.items():
                 if weights.get(kind, 1.0) > 0:
                     best[kind] = max(best.get(kind, value), value)
-            if asked is not None:
-                clause = asked[i]
-            else:
-                clause = any(
-                    str(hit.chunk.metadata.get(f)) in set(map(str, v)) for f, v in (named or {}).items()
-                )
+            clause = asked[i] if asked is not None else is_clause(hit.chunk.metadata, named or {})
             marks.append(clause or self.clears(scores, weights, alone=alone, second=second))
         return Relevance(marks, best, self, {k for k, w in weights.items() if w == 0}, second)
 
@@ -111,6 +106,11 @@ class Floor:
             weights.get(kind, 1.0) > 0 and kind in floors and value >= floors[kind]
             for kind, value in scores.items()
         )
+
+
+def is_clause(metadata: Mapping[str, Any], named: Mapping[str, Sequence[str]]) -> bool:
+    """Whether a chunk is one of the clauses the filters name ("article" → ("18",))."""
+    return any(str(metadata.get(f)) in set(map(str, v)) for f, v in named.items())
 
 
 def max_idf(chunks: int) -> float:

@@ -24,13 +24,14 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from indexers.records import TierName
+from indexers.records import StoredChunk, TierName
 from indexers.text.lexical import Analyzer
 from indexers.tiers.base import SearchTier
 from indexers.tiers.query import SearchQuery
 from rag_router.errors import BackendUnavailable
 from rag_router.search.clauses import Clause
 from rag_router.search.features import QueryFeatures
+from rag_router.search.floor import is_clause
 from rag_router.search.fuse import Hit
 from rag_router.search.retrieve import retrieve
 from rag_router.search.route import Policy, Route
@@ -132,13 +133,9 @@ def names_document(name: str, fields: Iterable[Any], analyzer: Analyzer) -> bool
     return wanted <= have
 
 
-def hit_fields(doc_id: str, title: str | None, metadata: Mapping[str, Any], law_field: str) -> list[Any]:
-    return [title, metadata.get(law_field), doc_id]
-
-
-def is_clause(metadata: Mapping[str, Any], named: Mapping[str, Sequence[str]]) -> bool:
-    """Whether a chunk is one of the clauses the filters name ("article" → ("18",))."""
-    return any(str(metadata.get(f)) in set(map(str, v)) for f, v in named.items())
+def hit_fields(chunk: StoredChunk, law_field: str) -> list[Any]:
+    """What may carry a document's name: its title, law, id and source (the file it came from)."""
+    return [chunk.title, chunk.metadata.get(law_field), chunk.doc_id, chunk.metadata.get("source")]
 
 
 def shown_clause(clauses: Sequence[Clause]) -> str:
@@ -180,10 +177,7 @@ async def check_clause(
         values = list(fields)
         return not names or any(names_document(n, values, analyzer) for n in names)
 
-    fields = [
-        [*hit_fields(h.doc_id, h.chunk.title, h.chunk.metadata, law_field), h.chunk.metadata.get("source")]
-        for h in hits
-    ]
+    fields = [hit_fields(h.chunk, law_field) for h in hits]
     asked = [is_clause(h.chunk.metadata, named) and of_named(f) for h, f in zip(hits, fields, strict=True)]
     if any(asked):
         order = sorted(range(len(hits)), key=lambda i: not asked[i])  # stable: the asked first
@@ -230,10 +224,7 @@ async def check_route(
         except BackendUnavailable:
             return []
         return [
-            [
-                *hit_fields(h.chunk.doc_id, h.chunk.title, h.chunk.metadata, policy.law_field),
-                h.chunk.metadata.get("source"),
-            ]
+            hit_fields(h.chunk, policy.law_field)
             for leg in found.legs.values()
             for h in leg
             if h.chunk is not None
