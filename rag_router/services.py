@@ -38,12 +38,14 @@ from indexers.tiers.qdrant_edge import QdrantEdgeTier
 from rag_router.answer.evidence import SentenceFloor, SentenceScorer
 from rag_router.answer.flow import Answerer
 from rag_router.answer.llm import LLMClient
+from rag_router.answer.llm_rerank import LLMReranker
 from rag_router.embedders import build_embedder, query_models
 from rag_router.errors import BackendUnavailable, InsufficientStorage, RagError
 from rag_router.faults import Failpoints, FaultyEmbedder, FaultyTier
 from rag_router.metrics import Metrics
 from rag_router.search.floor import Floor
 from rag_router.search.flow import Searcher
+from rag_router.search.rerank import Rerank, Reranker, SentenceReranker
 from rag_router.search.route import Policy
 from rag_router.settings import PROMPTS, Settings, shared_store
 
@@ -187,6 +189,7 @@ def build_pipeline(
         cache=cache,
         guard=disk_guard(settings),
         batch_timeout_s=settings.ingest.batch_timeout_s,
+        sentences=settings.rerank.model == "sentences" and settings.rerank.at_ingest,
     )
 
 
@@ -280,7 +283,9 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         embed_worker = FaultyEmbedder(embed_worker, points)
     cache = build_embed_cache(settings, embedder)
     pipeline = build_pipeline(settings, embedder, embed_worker, tiers, cache)
+    llm = build_llm(settings, metrics)
     searcher = build_searcher(settings, embedder, embed_worker, analyzer, tiers, metrics)
+    searcher.rerank = build_rerank(settings, embed_worker, searcher, cache, llm)
     jobs = JobRunner(
         open_ledger(settings.jobs.url, settings.data_dir),
         pipeline,
@@ -294,7 +299,7 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         searcher=searcher,
         analyzer=analyzer,
         count_tokens=embedder.count_tokens,
-        llm=build_llm(settings, metrics),
+        llm=llm,
         timeout_s=settings.llm.timeout_s,
         context_tokens=settings.llm.context_tokens,
         max_tokens=settings.llm.max_tokens,
@@ -344,6 +349,31 @@ def build_embed_cache(settings: Settings, embedder: Embedder) -> EmbeddingCache 
         dim=embedder.dim,
         max_entries=settings.ingest.embed_cache_entries,
     )
+
+
+def build_rerank(
+    settings: Settings,
+    embed_worker: AsyncEmbedder,
+    searcher: Searcher,
+    cache: EmbeddingCache | None,
+    llm: LLMClient | None,
+) -> Rerank | None:
+    """The rerank stage ``RAG_RERANK__MODEL`` names; None when it is "none"."""
+    r = settings.rerank
+    reranker: Reranker
+    if r.model == "none":
+        return None
+    if r.model == "sentences":
+        reranker = SentenceReranker(embed_worker, searcher.spaces, cache)
+    elif r.model == "llm":
+        if llm is None:
+            raise ValueError("RAG_RERANK__MODEL=llm needs an LLM server: set RAG_LLM__BASE_URL")
+        reranker = LLMReranker(llm)
+    else:
+        from rag_router.search.cross_encoder import CrossEncoderReranker  # torch, when asked for
+
+        reranker = CrossEncoderReranker(r.model, device=settings.embedding.device)
+    return Rerank(reranker, depth=r.depth, weight=r.weight, budget_s=r.timeout_s)
 
 
 def build_llm(settings: Settings, metrics: Metrics) -> LLMClient | None:

@@ -222,6 +222,23 @@ class RetrievalSettings(BaseModel):
     )
 
 
+class RerankSettings(BaseModel):
+    """The rerank stage (rag_router/search/rerank.py): the first ``depth`` fused hits ordered by
+    z(fused score) + weight · z(the reranker's score)."""
+
+    model: str = Field(
+        "sentences",
+        description="sentences: each chunk's best sentence by the packaged models (default); none: off;"
+        " llm: the configured LLM server; else a sentence-transformers CrossEncoder name or local path",
+    )
+    depth: int = Field(20, ge=2, le=200, description="fused hits reranked")
+    weight: float = Field(0.5, ge=0, description="the reranker's share beside the fused score")
+    timeout_s: float = Field(2.0, gt=0, description="the most of a request the stage may take")
+    at_ingest: bool = Field(
+        True, description="sentences: embed each chunk's sentences at ingest (else at the first query)"
+    )
+
+
 class SettingsError(ValueError):
     """A setting in the environment or ``.env`` that does not parse: which variable, and why."""
 
@@ -295,6 +312,7 @@ class Settings(BaseSettings):
     jobs: JobsSettings = Field(default_factory=JobsSettings)
     tiers: TierSettings = Field(default_factory=TierSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    rerank: RerankSettings = Field(default_factory=RerankSettings)
 
 
 def shared_store(settings: Settings) -> bool:

@@ -37,7 +37,7 @@ from indexers.ingest.load import LoadFailure
 from indexers.ingest.prepare import chunk_documents, diff, document_hash, unchanged, with_structure
 from indexers.ingest.results import DocResult, IngestReport, OnBatch, Placement, Placer, place
 from indexers.records import DOC_HASH, Chunk, Document, EmbeddedChunk, StoredChunk, TierName
-from indexers.text.chunk import Chunker
+from indexers.text.chunk import Chunker, rerank_sentences
 from indexers.tiers.base import StoreTier, TierError
 from indexers.tiers.disk import DiskFull, DiskGuard, disk_full
 
@@ -78,8 +78,10 @@ class Pipeline:
         cache: EmbeddingCache | None = None,
         guard: DiskGuard | None = None,
         batch_timeout_s: float = 600.0,
+        sentences: bool = False,
     ) -> None:
         self._embedder = embedder
+        self._sentences = sentences and cache is not None  # the rerank stage reads them from the cache
         self._batch_timeout_s = batch_timeout_s  # a hung engine fails the run instead of holding it
         self._guard = guard
         self._chunker = chunker
@@ -279,11 +281,26 @@ class Pipeline:
                         report.timed("embed", began)
                         report.chunks_cached += cached
                         report.chunks_embedded += len(texts) - cached
+                    if self._sentences and embedded is not None:
+                        await _unless_cancelled(self._embed_sentences(batch, report), cancel)
                 await out.put(batch)
         except BaseException:
             _end(out)
             raise
         await out.put(None)
+
+    async def _embed_sentences(self, batch: _Batch, report: IngestReport) -> None:
+        """The batch's chunks' sentences into the cache, for the rerank stage
+        (``rag_router.search.rerank.SentenceReranker``), which embeds them itself when they are
+        missing: a failure here costs a first query time, never the ingest."""
+        began = time.perf_counter()
+        texts = list(dict.fromkeys(s for _, c in batch.to_embed for s in rerank_sentences(c.text)))
+        try:
+            async with asyncio.timeout(self._batch_timeout_s):
+                await self._embed(texts)
+        except Exception as exc:
+            log.warning("sentence vectors of a batch not stored (%s): the first query embeds them", exc)
+        report.timed("sentences", began)
 
     async def _embed_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, int]:
         """One batch's vectors within ``batch_timeout_s``; a failing embedder fails the run (503)."""

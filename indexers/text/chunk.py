@@ -53,6 +53,18 @@ def sentence_spans(text: str) -> list[tuple[int, str]]:
     return out
 
 
+RERANK_SENTENCES = 16  # a chunk's sentences a reranker scores it by
+RERANK_CHARS = 1000  # of each
+
+
+def rerank_sentences(text: str) -> list[str]:
+    """The sentences a chunk is reranked by (``rag_router.search.rerank``), which ingest embeds
+    ahead of the first query: the first ``RERANK_SENTENCES`` of at least two characters, each cut
+    to ``RERANK_CHARS``. One function for both, so that the vectors stored are the ones asked for."""
+    out = [s[:RERANK_CHARS] for s in split_sentences(text) if len(s) >= 2]
+    return list(dict.fromkeys(out))[:RERANK_SENTENCES]
+
+
 # start and end offset in the document, tokens, and their ids where known (a whole sentence's)
 Piece = tuple[int, int, int, list[int] | None]
 Placed = tuple[int, int, dict[str, Any], list[int] | None]  # a chunk: start, end, metadata, ids

@@ -87,6 +87,7 @@ def search_params(body: SearchRequest, request: Request, tenant: str) -> SearchP
         route=body.route,
         filters=parse_filters(body.filters, tenant),
         legs=tuple(dict.fromkeys(body.legs)) if body.legs else ("dense", "lexical"),
+        rerank=body.rerank,
         request_id=request_id(request),
     )
 

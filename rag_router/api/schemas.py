@@ -48,6 +48,7 @@ class SearchRequest(Strict):
     legs: list[Literal["dense", "lexical"]] | None = Field(
         None, min_length=1, description="restrict retrieval to these legs (default: both)"
     )
+    rerank: bool = Field(True, description="false: the fused order (skip the rerank stage)")
 
     @field_validator("query")
     @classmethod

@@ -81,12 +81,19 @@ def evaluate(
     answers: Annotated[
         bool, typer.Option("--answers", help="score /v1/answer's answers (a set with answers.jsonl)")
     ] = False,
+    rerank: Annotated[
+        str | None,
+        typer.Option(
+            help="none | sentences | llm | a CrossEncoder name or path (default: RAG_RERANK__MODEL)"
+        ),
+    ] = None,
 ) -> None:
     """Evaluate retrieval on a BEIR-layout dataset (nDCG@10, recall@100, MRR@10, success@1), or
     with --answers the answers (gold span in the answer and before its first citation, first
     citation = gold document, out-of-corpus and answerable questions declined, median length)."""
+    overrides: dict[str, Any] = {"rerank": {"model": rerank}} if rerank else {}
     if answers:
-        _answers(dataset_dir, data_dir, as_json)
+        _answers(dataset_dir, data_dir, as_json, overrides)
         return
     from rag_router.evaluate import SUMMARY_KEYS
 
@@ -103,19 +110,20 @@ def evaluate(
             "(data/eval/udhr is one; `rag-router datasets fetch` gets public ones)"
         )
     temp = None if data_dir else Path(tempfile.mkdtemp(prefix="rag-eval-"))
-    settings = get_settings(data_dir=data_dir or temp)
+    settings = get_settings(data_dir=data_dir or temp, **overrides)
     setup_logging(settings)
     try:
         report = asyncio.run(_eval(settings, dataset_dir, route, split, _legs(legs), tier, tier_split))
     finally:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
+    report["rerank"] = settings.rerank.model
     _save(report, dataset_dir.name, route, legs)
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return
     table = Table(
-        title=f"{dataset_dir.name} · route {route} · legs {legs}",
+        title=f"{dataset_dir.name} · route {route} · legs {legs} · rerank {settings.rerank.model}",
         caption="cold_share: the share of queries that searched the cold tier; latency: per query, "
         "300 candidates per leg",
     )
@@ -126,7 +134,7 @@ def evaluate(
     Console().print(table)
 
 
-def _answers(dataset_dir: Path, data_dir: Path | None, as_json: bool) -> None:
+def _answers(dataset_dir: Path, data_dir: Path | None, as_json: bool, overrides: dict[str, Any]) -> None:
     """``eval --answers``: every question of answers.jsonl through the answer flow (no LLM
     unless one is configured), scored as shared/tools/answers_eval.py scores the API."""
     from rag_router import answer_eval
@@ -136,7 +144,7 @@ def _answers(dataset_dir: Path, data_dir: Path | None, as_json: bool) -> None:
     if not answer_eval.is_answer_set(dataset_dir):
         fail(f"{dataset_dir} has no answers.jsonl (see data/ or a qa-* set's PROVENANCE.md)")
     temp = None if data_dir else Path(tempfile.mkdtemp(prefix="rag-eval-"))
-    settings = get_settings(data_dir=data_dir or temp)
+    settings = get_settings(data_dir=data_dir or temp, **overrides)
     setup_logging(settings)
 
     async def run() -> dict[str, Any]:

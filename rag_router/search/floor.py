@@ -124,6 +124,8 @@ def leg_scores(legs: Mapping[str, LegScore], terms: int, sizes: Mapping[str, int
     out: dict[str, float] = {}
     for name, leg in legs.items():
         tier, _, kind = name.rpartition(".")
+        if not tier:  # "rerank": a second look, not a retrieval leg; the floor reads the raw legs
+            continue
         value = leg.score
         if kind == "lexical":  # no size given (unit tests): per term only
             value /= max(terms, 1) * (max_idf(sizes[tier]) if tier in sizes else 1.0)

@@ -1,4 +1,5 @@
-"""The search flow, top to bottom: features → route → embed → retrieve (cascade) → fuse → hydrate.
+"""The search flow, top to bottom: features → route → embed → retrieve (cascade) → fuse → hydrate
+→ rerank.
 
 Answers (rag_router/answer/flow.py: prompt compiler, LLM) are built on top of it.
 """
@@ -29,6 +30,7 @@ from rag_router.search.floor import Floor, Relevance, Sizes
 from rag_router.search.fuse import FusionName, Hit, fuse
 from rag_router.search.named import Missing, check_route
 from rag_router.search.relax import Run, retrieve_routed
+from rag_router.search.rerank import Rerank, precise
 from rag_router.search.retrieve import Retrieved, hydrate
 from rag_router.search.route import Policy, Route, RouteName, plan
 from rag_router.search.soft import rank_undated_after
@@ -52,6 +54,7 @@ class SearchParams:
     # A time.monotonic() instant set once per request (an answer sets it for its search and its
     # LLM call); every stage takes what is left of it. None: now + the search timeout.
     deadline: float | None = None
+    rerank: bool = True  # False: the fused order (the stage runs only where the service has one)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -106,6 +109,7 @@ class Searcher:
         languages: frozenset[str] | None = None,
         floor: Floor | None = None,
         spaces: frozenset[str] | None = None,
+        rerank: Rerank | None = None,
     ) -> None:
         self._embedder = embedder
         self._analyzer = analyzer
@@ -124,6 +128,7 @@ class Searcher:
         self._floor = floor  # None: every hit counts as relevant
         self._spaces = Spaces(spaces)  # a split embedder's second model's languages (None: one model)
         self._sizes = Sizes(tiers)  # chunks per tier: the floor's lexical IDF bound
+        self.rerank = rerank  # None: the fused order stands (set once the services are built)
 
     @property
     def spaces(self) -> Spaces:
@@ -174,13 +179,21 @@ class Searcher:
         with _timer(timings, "fuse"):
             version = route.features.version if route.features else None
             limit = params.top_k + (EXTRA_CANDIDATES if version else 0)
+            rerank = self.rerank if params.rerank and not precise(route) else None
+            limit = max(limit, rerank.depth) if rerank is not None else limit
             fused = fuse(self._fusion, run.retrieved.legs, k=self._rrf_k, weights=weights, limit=limit)
         run.reasons.extend(r for r in (language_reason, self._fusion_reason(run.retrieved, weights)) if r)
+        if rerank is None and self.rerank is not None and params.rerank:
+            run.reasons.append("no rerank: a clause, identifier or quoted phrase is matched by its words")
         if self._floor is not None and self._spaces.is_second(params.query) and self._floor.second > 1:
             run.reasons.append("relevance judged by the lexical leg: the second model has no floor")
         with _timer(timings, "fetch"):
             hits, failed = await hydrate(self._tiers, fused, deadline)
         run.retrieved.unavailable.extend(t for t in failed if t not in run.retrieved.unavailable)
+        if rerank is not None:
+            with _timer(timings, "rerank"):
+                hits, why = await rerank.apply(params.query, hits, deadline)
+            run.reasons.extend([why] if why else [])
         hits = rank_undated_after(hits, run.filters, self._policy.undated_factor, run.reasons)
         hits = prefer_version(hits, version, run.reasons)[: params.top_k]
         args = (self._tiers, self._analyzer, self._policy, deadline)
