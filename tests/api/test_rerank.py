@@ -65,7 +65,9 @@ def test_without_ingest_vectors_the_first_query_embeds_the_sentences_and_keeps_t
     tmp_path: Path, counting_embedder: CountingEmbedder, sample_docs: list[Document]
 ) -> None:
     docs = [doc_json(d) for d in sample_docs]
-    with loaded_app(tmp_path, counting_embedder, docs, rerank={"at_ingest": False}) as client:
+    # deadlines far off: on a busy machine the first query's sentences must not run out of time
+    slow = {"rerank": {"at_ingest": False, "timeout_s": 120}, "retrieval": {"timeout_s": 120}}
+    with loaded_app(tmp_path, counting_embedder, docs, **slow) as client:
         counting_embedder.embedded.clear()
         first = _search(client)
         embedded_first = len(set(counting_embedder.embedded) - {QUERY})
