@@ -231,7 +231,7 @@ class RerankSettings(BaseModel):
         description="sentences: each chunk's best sentence by the packaged models (default); none: off;"
         " llm: the configured LLM server; else a sentence-transformers CrossEncoder name or local path",
     )
-    depth: int = Field(20, ge=2, le=200, description="fused hits reranked")
+    depth: int = Field(10, ge=2, le=200, description="fused hits reranked")
     weight: float = Field(0.5, ge=0, description="the reranker's share beside the fused score")
     timeout_s: float = Field(2.0, gt=0, description="the most of a request the stage may take")
     at_ingest: bool = Field(

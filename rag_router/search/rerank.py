@@ -1,10 +1,10 @@
 """The rerank stage: the first ``depth`` fused hits ordered again by a closer look at each.
 
 Fusion ranks chunks by two whole-chunk scores; the right chunk is almost always among the first
-twenty, not always first. A reranker scores each of those against the question and the stage
+ten, not always first. A reranker scores each of those against the question and the stage
 orders them by ``z(fused) + weight · z(rerank)`` (z: standardised over the reranked hits). Fusing
 rather than replacing is what helps: ordered by a sentence's cosine alone qa-squad-dev's success@1
-falls (0.887 → 0.81), fused with it, it rises (docs/benchmarks.md, "Rank one").
+falls (0.887 → 0.81), fused with it, it rises to 0.920 (docs/benchmarks.md, "Rank one").
 
 Three rerankers share the stage:
 
@@ -59,7 +59,7 @@ class Rerank:
     """The stage: ``reranker`` over the first ``depth`` hits, fused with ``weight``."""
 
     reranker: Reranker
-    depth: int = 20
+    depth: int = 10
     weight: float = 1.0
     budget_s: float = 2.0  # the most of a request's time it may take
 

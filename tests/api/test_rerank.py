@@ -37,7 +37,7 @@ def test_sentences_are_stored_at_ingest_and_score_each_hit_by_its_best_sentence(
         body = _search(client)
         assert set(counting_embedder.embedded) <= {QUERY}  # no sentence embedded at query time
         assert "rerank" in body["timings_ms"]
-        assert "rerank sentences: first 20 hits" in body["route"]["reason"]
+        assert "rerank sentences: first 10 hits" in body["route"]["reason"]
         query = np.asarray(counting_embedder.inner.embed([QUERY])[0])
         for hit in body["hits"]:
             sentences = rerank_sentences(hit["text"])
@@ -73,7 +73,7 @@ def test_without_ingest_vectors_the_first_query_embeds_the_sentences_and_keeps_t
         embedded_first = len(set(counting_embedder.embedded) - {QUERY})
         counting_embedder.embedded.clear()
         second = _search(client)
-    assert embedded_first > 10  # the top 20 hits' sentences
+    assert embedded_first > 10  # the top 10 hits' sentences
     assert set(counting_embedder.embedded) <= {QUERY}  # kept in the store: none embedded again
     assert [h["chunk_id"] for h in first["hits"]] == [h["chunk_id"] for h in second["hits"]]
 
