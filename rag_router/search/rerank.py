@@ -155,6 +155,10 @@ class SentenceReranker:
             rows.update(zip(missing, np.asarray(fresh, dtype=np.float32), strict=True))
         return np.stack([np.asarray(rows[i], dtype=np.float32).reshape(-1) for i in range(len(texts))])
 
+    async def settled(self) -> None:
+        """Until the sentence vectors being embedded for searches that ran out of time are kept."""
+        await asyncio.gather(*self._keeping, return_exceptions=True)
+
     async def _embed_and_keep(self, texts: list[str]) -> np.ndarray:
         """Embedded on a thread of their own (neither behind a bulk ingest nor in the queries'
         micro-batches) and kept in the store even when this search runs out of time first: the

@@ -6,14 +6,18 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
+import numpy as np
 import pytest
 
+from indexers.embed.cache import EmbeddingCache
 from indexers.records import StoredChunk
 from indexers.text.chunk import RERANK_SENTENCES, rerank_sentences
 from rag_router.answer.llm_rerank import ranked
 from rag_router.search.fuse import Hit, LegScore
-from rag_router.search.rerank import LEG, Rerank, reorder
+from rag_router.search.rerank import LEG, Rerank, SentenceReranker, reorder
+from rag_router.search.spaces import Spaces
 
 
 def _hit(n: int, score: float) -> Hit:
@@ -91,6 +95,33 @@ async def test_the_stage_keeps_to_the_request_deadline() -> None:
         "q", hits, time.monotonic() + 0.05
     )
     assert out == hits and "out of time" in why
+
+
+class SlowEmbedder:
+    """The embedder as the reranker sees it, whose passages take longer than the stage may wait."""
+
+    class Sync:
+        dim = 4
+
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            time.sleep(0.3)
+            return np.ones((len(texts), 4), dtype=np.float32)
+
+    sync = Sync()
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        return np.ones(4, dtype=np.float32)
+
+
+async def test_sentences_embedded_for_a_search_out_of_time_are_kept_for_the_next(tmp_path: Path) -> None:
+    store = EmbeddingCache(tmp_path / "cache.sqlite", model="slow", dim=4)
+    reranker = SentenceReranker(SlowEmbedder(), Spaces(), store)  # type: ignore[arg-type]
+    hits = [_hit(1, 0.9), _hit(2, 0.8)]
+    out, why = await Rerank(reranker, budget_s=0.05).apply("q", hits, time.monotonic() + 5)
+    assert out == hits and "out of time" in why
+    await reranker.settled()
+    assert set(store.get_many(["text 1", "text 2"])) == {0, 1}
+    store.close()
 
 
 def test_rerank_sentences_are_capped_deduplicated_and_cut() -> None:
