@@ -87,6 +87,7 @@ def extractive_answer(
     language = "zh" if c.language == "zh" else c.language
     wanted = set(analyzer.query_terms(strip_instructions(question))) or set(analyzer.query_terms(question))
     wanted -= set(analyzer.terms(" ".join(named)))
+    wanted = (wanted - _shared_title_terms(sources, analyzer)) or wanted
     pool = _candidates(sources, wanted, analyzer, semantic or {})
     pool.sort(key=lambda s: s.text != lead)  # stable: the rest stay best first
     if not pool:
@@ -108,6 +109,15 @@ def extractive_answer(
     if c.format == "bullets":
         return "\n".join(f"- {t}" for t in cited)
     return _join(cited)
+
+
+def _shared_title_terms(sources: Sequence[Source], analyzer: Analyzer) -> set[str]:
+    """Terms in every source's title: they name the document ("What does the declaration say
+    about the right to education?" — the UDHR), so they choose no sentence; a sentence that
+    repeats one ("…set forth in this Declaration") is not the answer for it."""
+    if len(sources) < 2:
+        return set()
+    return set.intersection(*(set(analyzer.terms(s.title or "")) for s in sources))
 
 
 def quotable(text: str, title: str | None) -> list[str]:
