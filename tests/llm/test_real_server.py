@@ -96,7 +96,14 @@ def test_a_real_stream_sends_tokens_then_done(client: TestClient) -> None:
     kinds = [k for k, _ in events]
     assert kinds[:2] == ["route", "hits"] and kinds[-1] == "done" and kinds.count("token") > 3
     done = events[-1][1]
-    assert done["mode"] == "llm" and done["answer"] and done["usage"]["completion_tokens"] > 3
+    assert done["answer"]
+    # The packaged 135M model is untrusted: an answer whose claims cite no source is replaced by
+    # quotes (answer/verify.py), and a note says why; what it writes varies with the slot's state
+    if done["mode"] == "llm":
+        assert done["usage"]["completion_tokens"] > 3
+    else:
+        why = ("replaced by quoted sentences", "do not support the model's claims")
+        assert done["degraded"] and any(w in n for n in done["notes"] for w in why), done
 
 
 def test_json_through_response_format_is_a_valid_object(client: TestClient, real_llm: LocalConfig) -> None:
