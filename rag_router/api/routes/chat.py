@@ -12,8 +12,9 @@ from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse
 
 from rag_router.answer.flow import AnswerOutcome, AnswerParams
+from rag_router.api.chat_schemas import ChatRequest
 from rag_router.api.deps import STREAMED_RESPONSES, Svc, Tenant, answer_params
-from rag_router.api.schemas import QUERY_MAX_CHARS, ChatRequest, SearchRequest, SearchResponse
+from rag_router.api.schemas import QUERY_MAX_CHARS, SearchRequest, SearchResponse
 from rag_router.errors import InvalidRequest
 from rag_router.services import Services
 
