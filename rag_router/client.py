@@ -58,6 +58,24 @@ class Client:
     def search(self, query: str, *, top_k: int = 10, route: str = "auto") -> dict[str, Any]:
         return self._call("POST", "/v1/search", json={"query": query, "top_k": top_k, "route": route})  # type: ignore[no-any-return]
 
+    def answer_events(self, query: str, *, top_k: int = 5, route: str = "auto") -> Iterator[tuple[str, Any]]:
+        """``POST /v1/answer`` streamed: (event, data) for route, hits, token…, done; an ``error``
+        event raises ``ApiError`` as an error answer would."""
+        body = {"query": query, "top_k": top_k, "route": route, "stream": True}
+        try:
+            with connect_sse(self.http, "POST", "/v1/answer", json=body, timeout=None) as source:
+                if source.response.status_code >= 400:
+                    source.response.read()
+                    raise _error(source.response)
+                for event in source.iter_sse():
+                    data = json.loads(event.data)
+                    if event.event == "error":
+                        error = data.get("error", {})
+                        raise ApiError(500, str(error.get("code", "error")), str(error.get("message", data)))
+                    yield event.event, data
+        except httpx.HTTPError as exc:
+            raise ApiError(0, "unreachable", f"{self.http.base_url}: {exc}") from exc
+
     def upload(self, files: Sequence[tuple[str, Path]], *, tier: str = "auto", **form: str) -> dict[str, Any]:
         """``files``: (the name the document id comes from, the local file). One job. ``form``:
         ``tenant`` (servers without API keys), ``id_field``, ``text_field``, ``title_field``."""
@@ -108,6 +126,10 @@ class Client:
 
     def delete_document(self, doc_id: str) -> dict[str, Any]:
         return self._call("DELETE", _document_path(doc_id))  # type: ignore[no-any-return]
+
+    def delete_where(self, where: Sequence[str]) -> dict[str, Any]:
+        """``DELETE /v1/documents?where=key=value…``: every document whose metadata matches."""
+        return self._call("DELETE", "/v1/documents", params=[("where", w) for w in where])  # type: ignore[no-any-return]
 
     def close(self) -> None:
         self.http.close()

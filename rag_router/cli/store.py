@@ -96,7 +96,7 @@ def _server(config: Any, ready: str) -> Any:
     return Server(config)
 
 
-def _with_client(url: str | None, run: Callable[[Client], Any]) -> Any:
+def with_client(url: str | None, run: Callable[[Client], Any]) -> Any:
     """Run one API call where the data is (a server, or this process); an error answer is one line."""
     settings = get_settings()
     setup_logging(settings)
@@ -125,7 +125,7 @@ def query(
         body = client.search(text, top_k=top_k, route=route)
         return body, None if body["hits"] else client.ready()  # no hits: is the index empty?
 
-    body, ready = _with_client(url, search)
+    body, ready = with_client(url, search)
     response = SearchResponse.model_validate(body)
     if ready is not None and not any(b.get("chunks") for b in ready.get("backends", {}).values()):
         console.print(
@@ -174,7 +174,7 @@ def retier(
     url: Url = None,
 ) -> None:
     """Move documents that aged out of the hot window to the cold tier (copy → verify → delete)."""
-    report = _with_client(url, lambda c: c.retier(dry_run=dry_run))
+    report = with_client(url, lambda c: c.retier(dry_run=dry_run))
     verb = "would move" if dry_run else "moved"
     moved = report["aged"] if dry_run else report["moved"]
     typer.echo(f"{report['aged']} documents past the hot window; {verb} {moved}")  # what a script reads
@@ -193,7 +193,7 @@ def documents_get(
     url: Url = None,
 ) -> None:
     """Print a stored document's text (byte for byte as ingested), or all of it as JSON."""
-    body = _with_client(url, lambda c: c.document(doc_id))
+    body = with_client(url, lambda c: c.document(doc_id))
     if as_json:
         typer.echo(json.dumps(body, ensure_ascii=False, indent=2))
         return
@@ -204,9 +204,22 @@ def documents_get(
 
 
 @documents.command("delete")
-def documents_delete(doc_id: Annotated[str, typer.Argument(help="the document id")], url: Url = None) -> None:
-    """Remove a document from every tier."""
-    body = _with_client(url, lambda c: c.delete_document(doc_id))
+def documents_delete(
+    doc_id: Annotated[str | None, typer.Argument(help="the document id")] = None,
+    where: Annotated[
+        list[str] | None,
+        typer.Option(help="instead of an id: every document whose metadata has key=value (repeatable)"),
+    ] = None,
+    url: Url = None,
+) -> None:
+    """Remove a document from every tier, or every one matching --where (e.g. dataset=sample)."""
+    if (doc_id is None) == (not where):
+        fail("give a document id or --where key=value, not both")
+    if where:
+        found = with_client(url, lambda c: c.delete_where(where))
+        typer.echo(f"deleted {found['deleted_documents']} documents ({found['deleted_chunks']} chunks)")
+        return
+    body = with_client(url, lambda c: c.delete_document(str(doc_id)))
     typer.echo(f"deleted {body['id']}: {body['deleted_chunks']} chunks")
 
 
@@ -222,7 +235,7 @@ def documents_list(
 ) -> None:
     """List stored documents by id, a page at a time: id, tiers, chunks, date, title."""
     filters = {"tier": tier, "title_prefix": title_prefix, "source": source}
-    body = _with_client(url, lambda c: c.documents(limit=limit, cursor=cursor, **filters))
+    body = with_client(url, lambda c: c.documents(limit=limit, cursor=cursor, **filters))
     if as_json:
         typer.echo(json.dumps(body, ensure_ascii=False, indent=2))
         return
@@ -254,7 +267,7 @@ def _local_time(epoch_s: float) -> str:
 @jobs.command("list")
 def jobs_list(url: Url = None) -> None:
     """The latest ingestion jobs, newest first (times are this machine's local time)."""
-    found = _with_client(url, Client.jobs)
+    found = with_client(url, Client.jobs)
     if not found:
         typer.echo("no ingestion jobs")
         return
@@ -266,13 +279,13 @@ def jobs_list(url: Url = None) -> None:
 @jobs.command("get")
 def jobs_get(job_id: str, url: Url = None) -> None:
     """One job's progress, as JSON."""
-    typer.echo(json.dumps(_with_client(url, lambda c: c.job(job_id)), indent=2))
+    typer.echo(json.dumps(with_client(url, lambda c: c.job(job_id)), indent=2))
 
 
 @jobs.command("cancel")
 def jobs_cancel(job_id: str, url: Url = None) -> None:
     """Cancel a queued or running job (a running one stops between batches)."""
-    body = _with_client(url, lambda c: c.cancel(job_id))
+    body = with_client(url, lambda c: c.cancel(job_id))
     written = f"{body['done']} of {body['total']} documents written"
     if body["status"] in ("running", "cancelling"):
         console.print(f"{job_id}: cancelling, it stops after the batch in flight ({written} so far)")

@@ -79,6 +79,10 @@ def test_every_store_command_goes_through_the_running_server(env: Path) -> None:
         assert printed.exit_code == 0 and printed.stdout == spaced  # byte for byte, nothing added
         explained = run("query", "how long are access logs kept", "--explain")
         assert "route:" in explained and "features:" in explained and "policies/retention.md" in explained
+        asked = run("ask", "How long are access logs kept?")  # the cited answer, through the server
+        assert "thirty days" in asked and "[1] policies/retention.md — Data retention" in asked, asked
+        declined = runner.invoke(app, ["ask", "What is the boiling point of mercury?"])
+        assert declined.exit_code == 4 and "declined:" in " ".join(declined.stderr.split()), declined.output
         listed = run("jobs", "list")
         assert len(re.findall(r"\b[0-9a-f]{32} done ", listed)) >= 2, listed  # whole ids
         run("ingest", str(env / "old.jsonl"), "--tier", "hot")  # dated 2001, placed hot by hand

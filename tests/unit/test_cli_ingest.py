@@ -149,7 +149,7 @@ def test_jobs_list_says_when_there_are_none_and_has_a_header_and_times(
     from rag_router.cli import store as cli_store
 
     listed: list[dict[str, Any]] = []
-    monkeypatch.setattr(cli_store, "_with_client", lambda url, run: listed)
+    monkeypatch.setattr(cli_store, "with_client", lambda url, run: listed)
     empty = CliRunner().invoke(app, ["jobs", "list"])
     assert empty.exit_code == 0 and empty.stdout == "no ingestion jobs\n"
     job = {"job_id": "0" * 32, "status": "cancelling", "done": 0, "total": 300, "failed": 0}
