@@ -33,8 +33,8 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 
 # Ingest is idempotent: a second `make run` finds every document unchanged and embeds nothing.
 run: install
-	$(BIN)/rag-router ingest $(SAMPLE)
-	$(BIN)/rag-router serve
+	$(if $(SAMPLE),$(BIN)/rag-router ingest $(SAMPLE))
+	$(BIN)/rag-router serve; status=$$?; [ $$status -eq 0 ] || [ $$status -eq 130 ] || [ $$status -eq 143 ]  # Ctrl-C, SIGTERM: a clean stop
 
 # The same, with answers written by the packaged SmolLM2-135M on llama.cpp (CPU, no GPU server)
 $(VENV)/.installed-llm: $(VENV)/.installed
@@ -44,8 +44,8 @@ $(VENV)/.installed-llm: $(VENV)/.installed
 	touch $@
 
 run-llm: $(VENV)/.installed-llm
-	$(BIN)/rag-router ingest $(SAMPLE)
-	$(BIN)/rag-router serve --local-llm
+	$(if $(SAMPLE),$(BIN)/rag-router ingest $(SAMPLE))
+	$(BIN)/rag-router serve --local-llm; status=$$?; [ $$status -eq 0 ] || [ $$status -eq 130 ] || [ $$status -eq 143 ]
 
 test: install-dev
 	$(BIN)/pytest

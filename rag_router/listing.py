@@ -24,7 +24,16 @@ from indexers.tiers.listing import MAX_LIMIT, DocumentPage, DocumentQuery, Docum
 from indexers.tiers.query import Filters, Range
 from rag_router.errors import InvalidRequest
 
-__all__ = ["MAX_LIMIT", "Listing", "decode_cursor", "document_query", "encode_cursor", "list_documents"]
+__all__ = [
+    "MAX_LIMIT",
+    "Listing",
+    "decode_cursor",
+    "document_query",
+    "encode_cursor",
+    "list_documents",
+    "matching",
+    "parse_where",
+]
 
 TIER_ORDER: tuple[TierName, ...] = ("hot", "cold")  # the hot copy's title and metadata are the newer
 
@@ -125,3 +134,37 @@ def _total(pages: list[DocumentPage]) -> int:
     # Counting a document a retier holds in both tiers once would need both tiers' whole id
     # sets; that moment is short (copy, verify, delete), so the sum is the total.
     return sum(p.total for p in pages)
+
+
+def parse_where(terms: list[str]) -> dict[str, str]:
+    """``["dataset=sample", "lang=en"]`` → their pairs; a term without ``=`` or a key is the caller's."""
+    where: dict[str, str] = {}
+    for term in terms:
+        key, eq, value = term.partition("=")
+        if not eq or not key.strip():
+            raise InvalidRequest(f"where {term[:80]!r} is not key=value (e.g. dataset=sample)")
+        where[key.strip()] = value
+    return where
+
+
+def metadata_matches(metadata: Mapping[str, Any], where: Mapping[str, str]) -> bool:
+    """Every pair holds: the value as a string, or one of a list's (``tags=x``)."""
+    for key, wanted in where.items():
+        value = metadata.get(key)
+        values = value if isinstance(value, list | tuple) else [value]
+        if not any(v is not None and str(v) == wanted for v in values):
+            return False
+    return True
+
+
+async def matching(tiers: Mapping[TierName, StoreTier], tenant: str, where: Mapping[str, str]) -> list[str]:
+    """The ids of the tenant's documents whose metadata matches ``where``, every page walked (the
+    tiers filter metadata by keyword fields only; this matches any key the user gave)."""
+    found: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = await list_documents(tiers, document_query(tenant, limit=MAX_LIMIT, cursor=cursor))
+        found += [d.id for d in page.documents if metadata_matches(d.metadata, where)]
+        if page.next_cursor is None:
+            return found
+        cursor = page.next_cursor

@@ -177,7 +177,7 @@ def test_cli_documents_list_prints_a_line_a_document_and_the_next_page(
 
     from rag_router.cli import app, store
 
-    monkeypatch.setattr(store, "_with_client", lambda url, run: run(Client(client)))
+    monkeypatch.setattr(store, "with_client", lambda url, run: run(Client(client)))
     write(client, "hot", chunks("a/1", 2, title="Alpha", date="2020-01-01") + chunks("b", title="Beta"))
     write(client, "cold", chunks("c"))
     first = CliRunner().invoke(app, ["documents", "list", "--limit", "2"])
@@ -196,3 +196,44 @@ def test_the_search_filter_description_names_every_keyword_field() -> None:
     schema = create_app(Settings(data_dir=Path("/nonexistent"))).openapi()
     text = schema["components"]["schemas"]["SearchRequest"]["properties"]["filters"]["description"]
     assert all(key in text for key in KEYWORD_FIELDS)
+
+
+def test_delete_where_removes_every_match_in_both_tiers_and_only_the_callers(client: TestClient) -> None:
+    write(client, "hot", chunks("s1", 2, dataset="sample", tags=["a", "b"]))
+    write(client, "cold", chunks("s2", dataset="sample"))
+    write(client, "hot", chunks("m1", 2, dataset="sample"))
+    write(client, "cold", chunks("m1", 1, dataset="sample"))  # mid-retier: in both tiers
+    write(client, "hot", chunks("mine", dataset="own"))
+    write(client, "cold", chunks("theirs", tenant="acme", dataset="sample"))  # another tenant's
+    tagged = client.delete("/v1/documents", params={"where": ["dataset=sample", "tags=b"]})
+    assert tagged.status_code == 200 and tagged.json()["deleted_documents"] == 1  # every pair holds
+    gone = client.delete("/v1/documents", params={"where": "dataset=sample"})
+    assert gone.status_code == 200, gone.text
+    assert gone.json() == {"where": {"dataset": "sample"}, "deleted_documents": 2, "deleted_chunks": 4}
+    assert [d["id"] for d in client.get("/v1/documents").json()["documents"]] == ["mine"]
+    acme = {"Authorization": f"Bearer {KEYS['acme']}"}
+    assert [d["id"] for d in client.get("/v1/documents", headers=acme).json()["documents"]] == ["theirs"]
+    none = client.delete("/v1/documents", params={"where": "dataset=sample"})
+    assert none.json()["deleted_documents"] == 0
+
+
+@pytest.mark.parametrize("params", [{}, {"where": "dataset"}, {"where": "=sample"}])
+def test_delete_where_without_a_pair_is_refused(client: TestClient, params: dict[str, str]) -> None:
+    write(client, "hot", chunks("keep", dataset="sample"))
+    response = client.delete("/v1/documents", params=params)
+    assert response.status_code == 422 and response.json()["error"]["message"], response.text
+    assert client.get("/v1/documents").json()["total"] == 1  # nothing deleted
+
+
+def test_cli_delete_where(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from rag_router.cli import app, store
+
+    write(client, "hot", chunks("s1", dataset="sample"))
+    write(client, "hot", chunks("kept"))
+    monkeypatch.setattr(store, "with_client", lambda url, run: run(Client(client)))
+    result = CliRunner().invoke(app, ["documents", "delete", "--where", "dataset=sample"])
+    assert result.exit_code == 0 and "deleted 1 documents (1 chunks)" in result.stdout, result.output
+    both = CliRunner().invoke(app, ["documents", "delete", "kept", "--where", "dataset=sample"])
+    assert both.exit_code == 2 and "not both" in both.output

@@ -1,5 +1,5 @@
 """``/v1/documents``: add a small batch synchronously, list them (a page at a time), read one back
-(text byte for byte), delete one."""
+(text byte for byte), delete one, or every one whose metadata matches."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from rag_router.api.schemas import (
     DocumentsResponse,
 )
 from rag_router.errors import InvalidRequest, NotFound, PayloadTooLarge
-from rag_router.listing import MAX_LIMIT, document_query
+from rag_router.listing import MAX_LIMIT, document_query, matching, parse_where
 from rag_router.listing import list_documents as list_merged
 from rag_router.services import Services, service_error
 
@@ -140,6 +140,37 @@ async def delete_document(doc_id: str, svc: Svc, tenant: Tenant) -> dict[str, An
     for name in {t for t, _ in found}:
         await svc.tiers[name].delete(tenant, [c.chunk_id for t, c in found if t == name])
     return {"id": doc_id, "deleted_chunks": len(found)}
+
+
+@router.delete("/v1/documents", responses=ERROR_RESPONSES)
+async def delete_documents(
+    svc: Svc,
+    tenant: Tenant,
+    where: Annotated[
+        list[str],
+        Query(
+            min_length=1,
+            max_length=16,
+            description="key=value the document's metadata must hold (every one; a list's element counts), "
+            "e.g. dataset=sample",
+        ),
+    ],
+) -> dict[str, Any]:
+    """Remove every one of the caller's documents whose metadata matches, from every tier."""
+    pairs = parse_where(where)
+    try:
+        ids = await matching(svc.tiers, tenant, pairs)
+        chunks = 0
+        for doc_id in ids:
+            found = [
+                (name, c) for name, tier in svc.tiers.items() for c in await tier.fetch(tenant, [doc_id])
+            ]
+            for name in {t for t, _ in found}:
+                await svc.tiers[name].delete(tenant, [c.chunk_id for t, c in found if t == name])
+            chunks += len(found)
+    except Exception as exc:
+        raise service_error(exc) or exc from exc
+    return {"where": pairs, "deleted_documents": len(ids), "deleted_chunks": chunks}
 
 
 def _day(name: str, value: str | None) -> dt.date | None:
