@@ -3,7 +3,10 @@ error responses every endpoint documents (the one envelope, ``errors.py``)."""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import logging
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -16,6 +19,7 @@ from rag_router.api.schemas import ConstraintsIn, DocumentsRequest, ErrorEnvelop
 from rag_router.errors import RateLimited, Unauthorized
 from rag_router.search.filters import parse_filters
 from rag_router.search.flow import SearchParams
+from rag_router.search.followup import resolve
 from rag_router.services import Services, disk_guard, service_error
 
 log = logging.getLogger(__name__)
@@ -93,10 +97,21 @@ def search_params(body: SearchRequest, request: Request, tenant: str) -> SearchP
 
 
 def answer_params(
-    body: SearchRequest, request: Request, tenant: str, constraints: ConstraintsIn | None
+    body: SearchRequest,
+    request: Request,
+    tenant: str,
+    constraints: ConstraintsIn | None,
+    history: Sequence[str] = (),
 ) -> AnswerParams:
+    """``history``: the conversation's earlier questions, oldest first; a follow-up without a
+    subject of its own is searched with theirs (``search.followup``)."""
+    search = search_params(body, request, tenant)
+    if history:
+        followed = resolve(body.query, history, today=dt.date.today())
+        if followed.carried is not None:
+            search = dataclasses.replace(search, query=followed.query, carried=followed.carried)
     return AnswerParams(
-        search=search_params(body, request, tenant),
+        search=search,
         constraints=constraints.domain() if constraints else None,
         schema=constraints.json_schema if constraints else None,
         sources=min(body.top_k, request.app.state.settings.llm.sources),

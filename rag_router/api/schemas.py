@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.config import JsonDict
@@ -325,10 +325,20 @@ class ConstraintsIn(Strict):
         )
 
 
+MAX_HISTORY = 20  # earlier questions a follow-up may lean on
+
+
 class AnswerRequest(SearchRequest):
     top_k: int = Field(5, ge=1, le=100, description="hits to return (and the sources the model sees)")
     stream: bool = False
     constraints: ConstraintsIn | None = None
+    history: list[Annotated[str, Field(max_length=QUERY_MAX_CHARS)]] = Field(
+        default_factory=list,
+        max_length=MAX_HISTORY,
+        description="the conversation's earlier questions, oldest first: a follow-up that names no "
+        "subject of its own ('And Article 18?', '那第七条呢？') takes it from them "
+        "(route.features.carried says what was carried)",
+    )
 
 
 class Citation(BaseModel):

@@ -55,6 +55,9 @@ class SearchParams:
     # LLM call); every stage takes what is left of it. None: now + the search timeout.
     deadline: float | None = None
     rerank: bool = True  # False: the fused order (the stage runs only where the service has one)
+    # What an earlier question of the conversation gave this one (``search.followup``), shown in
+    # the route's features; None: the query is the question as asked.
+    carried: dict[str, Any] | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -72,6 +75,7 @@ class SearchOutcome:
     evidence: dict[str, float] = field(default_factory=dict)  # sentence → evidence (answer.decide)
     asked: list[bool] = field(default_factory=list)  # per hit: the clause the question named (first)
     lead: str | None = None  # the sentence whose evidence answered (answer.decide)
+    carried: dict[str, Any] | None = None  # SearchParams.carried
 
     @property
     def degraded(self) -> bool:
@@ -81,7 +85,10 @@ class SearchOutcome:
         return {
             "tiers": list(self.tiers),
             "reason": "; ".join(self.reasons),
-            "features": self.route.features.to_json() if self.route.features else {},
+            "features": {
+                **(self.route.features.to_json() if self.route.features else {}),
+                **({"carried": self.carried} if self.carried else {}),
+            },
             "filters": filters_to_json(self.filters),
             **({"missing": self.missing.to_json()} if self.missing else {}),
         }
@@ -231,6 +238,7 @@ class Searcher:
             relevance=relevance,
             missing=check.missing,
             asked=check.asked,
+            carried=params.carried,
         )
 
     async def _run(

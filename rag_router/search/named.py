@@ -94,7 +94,12 @@ def _trim(words: list[str], *, from_end: bool = False) -> str | None:
     """The name in a run of words: up to the first function word (from the clause outwards)."""
     kept: list[str] = []
     for word in reversed(words) if from_end else words:
-        if word.lower().strip("'’") in _STOP and not (kept and word.lower() in {"and", "&", "of"}):
+        acronym = len(word) > 1 and word.isupper()  # "IT security policy": IT is no "it"
+        if (
+            not acronym
+            and word.lower().strip("'’") in _STOP
+            and not (kept and word.lower() in {"and", "&", "of"})
+        ):
             break
         kept.append(word)
     while kept and kept[-1].lower() in {"and", "&", "of"}:

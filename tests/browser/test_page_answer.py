@@ -250,3 +250,33 @@ def test_a_declined_answer_says_why_in_plain_words(
     assert by_id(d, "answer").text == sentence
     assert reason in by_id(d, "answer-why").text
     assert "Northwind Freight Business Travel Policy" in by_id(d, "declined-hits").text
+
+
+def test_a_five_turn_conversation_keeps_each_follow_ups_subject(page_url: str, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = browser
+    d.get(page_url + "/")
+    assert not by_id(d, "conversation").is_displayed()  # nothing asked yet
+
+    def carried() -> str:
+        found = d.find_elements(By.ID, "route-carried")
+        return str(found[0].get_attribute("textContent")) if found else ""
+
+    ask(d, "What does Section 2 of the travel policy say?")
+    assert "180 euros" in by_id(d, "answer").text and not carried()
+    ask(d, "And Section 1?")  # the IT security policy has a Section 1 too
+    assert "14 days ahead" in by_id(d, "answer").text, by_id(d, "answer").text
+    assert "travel policy" in carried()
+    ask(d, "员工手册第一条规定了什么？")
+    assert "遵守本手册" in by_id(d, "answer").text and not carried()
+    ask(d, "那第三条呢？")
+    assert "年假十天" in by_id(d, "answer").text and "员工手册" in carried()
+    ask(d, "What does Section 2 of the IT security policy say?")
+    assert "full-disk encryption" in by_id(d, "answer").text and not carried()
+    assert "5 earlier questions" in by_id(d, "conversation").text
+    d.save_screenshot(str(SHOTS / "17-conversation.png"))
+    by_id(d, "new-conversation").click()  # a new conversation: nothing to lean on
+    assert not by_id(d, "conversation").is_displayed()
+    ask(d, "And Section 1?")
+    assert not carried() and "travel policy" not in by_id(d, "route-reason").get_attribute("textContent")

@@ -21,7 +21,7 @@ router = APIRouter()
 
 @router.post("/v1/answer", response_model=AnswerResponse, responses=STREAMED_RESPONSES)
 async def answer(body: AnswerRequest, request: Request, svc: Svc, tenant: Tenant) -> Any:
-    params = answer_params(body, request, tenant, body.constraints)
+    params = answer_params(body, request, tenant, body.constraints, body.history)
     if not body.stream:
         result = await svc.answerer.answer(params)
         svc.metrics.answers.labels(mode=result.mode, degraded=str(result.degraded).lower()).inc()

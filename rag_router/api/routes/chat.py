@@ -14,15 +14,18 @@ from sse_starlette import EventSourceResponse
 from rag_router.answer.flow import AnswerOutcome, AnswerParams
 from rag_router.api.chat_schemas import ChatRequest
 from rag_router.api.deps import STREAMED_RESPONSES, Svc, Tenant, answer_params
-from rag_router.api.schemas import QUERY_MAX_CHARS, SearchRequest, SearchResponse
+from rag_router.api.schemas import MAX_HISTORY, QUERY_MAX_CHARS, SearchRequest, SearchResponse
 from rag_router.errors import InvalidRequest
 from rag_router.services import Services
 
 router = APIRouter()
 
 
-def _last_user_text(body: ChatRequest) -> str:
-    for message in reversed(body.messages):
+def _user_texts(body: ChatRequest) -> tuple[str, list[str]]:
+    """The last user message with text (the question), and the earlier ones (oldest first, at
+    most ``MAX_HISTORY``): a follow-up takes its subject from them (``search.followup``)."""
+    texts = []
+    for message in body.messages:
         if message.role != "user":
             continue
         if isinstance(message.content, str):
@@ -30,12 +33,15 @@ def _last_user_text(body: ChatRequest) -> str:
         else:
             text = " ".join(p.get("text", "") for p in message.content or [] if p.get("type") == "text")
         if text.strip():
-            if len(text) > QUERY_MAX_CHARS:  # what /v1/search takes, said as a 422 (not a 500)
-                raise InvalidRequest(
-                    f"the last user message has {len(text)} characters; at most {QUERY_MAX_CHARS}"
-                )
-            return text
-    raise InvalidRequest("no user message with text content")
+            texts.append(text)
+    if not texts:
+        raise InvalidRequest("no user message with text content")
+    if len(texts[-1]) > QUERY_MAX_CHARS:  # what /v1/search takes, said as a 422 (not a 500)
+        raise InvalidRequest(
+            f"the last user message has {len(texts[-1])} characters; at most {QUERY_MAX_CHARS}"
+        )
+    earlier = [t for t in texts[:-1] if len(t) <= QUERY_MAX_CHARS][-MAX_HISTORY:]
+    return texts[-1], earlier
 
 
 def _rag_extension(result: AnswerOutcome) -> dict[str, Any]:
@@ -53,8 +59,9 @@ def _rag_extension(result: AnswerOutcome) -> dict[str, Any]:
 
 @router.post("/v1/chat/completions", responses=STREAMED_RESPONSES)
 async def chat_completions(body: ChatRequest, request: Request, svc: Svc, tenant: Tenant) -> Any:
-    query = SearchRequest(query=_last_user_text(body), top_k=svc.settings.llm.sources)
-    params = answer_params(query, request, tenant, None)
+    question, earlier = _user_texts(body)
+    query = SearchRequest(query=question, top_k=svc.settings.llm.sources)
+    params = answer_params(query, request, tenant, None, earlier)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
     if not body.stream:

@@ -110,10 +110,19 @@ function clearAnswer() {
   hits = []; citations = [];
 }
 
+// The conversation: the questions asked in this tab, oldest first. A follow-up ("And Article 18?",
+// "那第七条呢？") takes the subject it lacks from them (the answer's `history`, at most 20).
+let asked = [];
+function showConversation() {
+  $("conversation").hidden = !asked.length;
+  $("conversation-count").textContent = `Follow-ups lean on the ${asked.length} earlier question${asked.length === 1 ? "" : "s"} of this conversation. `;
+}
+$("new-conversation").addEventListener("click", () => { asked = []; showConversation(); $("q").focus(); });
+
 $("ask-form").addEventListener("submit", async (e) => {
   e.preventDefault();
   const query = $("q").value;
-  const body = { query, route: $("route").value, stream: true };
+  const body = { query, route: $("route").value, stream: true, history: asked.slice(-20) };
   const err = $("ask-error");
   err.hidden = true;
   if ($("filters").value.trim()) {
@@ -137,6 +146,7 @@ $("ask-form").addEventListener("submit", async (e) => {
       else if (event === "done") showDone(query, { ...d, answer: d.answer || text }, body.route === "both");
       else if (event === "error") throw new Error(`${d.error.code}: ${d.error.message}`);
     }
+    asked.push(query); showConversation();
   } catch (x) { err.textContent = x.message; err.hidden = false; $("answer-mode").textContent = ""; }
   finally { $("ask-button").disabled = false; }
 });
@@ -238,7 +248,7 @@ function showRoute(query, route) {
   const q = $("query-marked");
   q.replaceChildren();
   let at = 0;
-  for (const [a, b, kind] of spans(query, f)) {
+  for (const [a, b, kind] of f.carried ? [] : spans(query, f)) {  // carried: spans of another text
     q.append(query.slice(at, a), el("mark", { class: kind, title: kind }, query.slice(a, b)));
     at = b;
   }
@@ -250,6 +260,10 @@ function showRoute(query, route) {
     el("dt", {}, "filters"), el("dd", {}, filters),
     el("dt", {}, "reason"), el("dd", { id: "route-reason" }, route.reason || ""),
   );
+  if (f.carried) {  // what an earlier question gave this one
+    const what = f.carried.document ? `“${f.carried.document}”` : `“${f.carried.terms}”`;
+    facts.append(el("dt", {}, "carried"), el("dd", { id: "route-carried" }, `${what} from “${f.carried.from}”`));
+  }
   $("route-brief").textContent = ` · ${(route.tiers || []).join(" + ") || "no tier"}${filters === "none" ? "" : " · filtered"}`;
 }
 
