@@ -35,6 +35,7 @@ from indexers.tiers.base import StoreTier, Tier, TierError, TierUnavailable
 from indexers.tiers.disk import DiskGuard, disk_full
 from indexers.tiers.local_cold import LocalColdTier
 from indexers.tiers.qdrant_edge import QdrantEdgeTier
+from rag_router.answer.condense import Condenser
 from rag_router.answer.evidence import SentenceFloor, SentenceScorer
 from rag_router.answer.flow import Answerer
 from rag_router.answer.llm import LLMClient
@@ -308,6 +309,7 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         sentence_floor=SentenceFloor(
             settings.retrieval.floor_sentence, settings.retrieval.floor_sentence_second
         ),
+        condenser=Condenser(llm) if llm is not None and settings.llm.condense else None,
     )
     return Services(
         settings=settings,

@@ -58,6 +58,11 @@ class LLMSettings(BaseModel):
     max_retries: int = Field(2, ge=0, description="retries before the first token (408/409/429/5xx)")
     context_tokens: int = Field(8192, ge=512, description="the model's context window (vLLM --max-model-len)")
     sources: int = Field(5, ge=1, le=20, description="top hits given to the model as numbered sources")
+    condense: bool = Field(
+        False,
+        description="rewrite a follow-up that the rules carry no subject to as a question that stands "
+        "alone, with the model (one short call before the search; chat and answer history)",
+    )
     max_tokens: int = Field(512, ge=8, description="answer tokens when the question states no limit")
     source_tokens: int = Field(
         0,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from indexers.text.lexical import Analyzer
+from rag_router.answer.condense import Condenser
 from rag_router.answer.decide import decide, declined, named_words
 from rag_router.answer.evidence import SentenceFloor, SentenceScorer
 from rag_router.answer.extractive import extractive_answer, sentences
@@ -55,6 +56,7 @@ class AnswerParams:
     constraints: Constraints | None = None
     schema: dict[str, Any] | None = None
     sources: int = 5
+    history: tuple[str, ...] = ()  # the conversation's earlier questions (answer.condense)
 
 
 @dataclass(slots=True)
@@ -91,7 +93,9 @@ class Answerer:
         source_tokens: int = 0,
         scorer: SentenceScorer | None = None,
         sentence_floor: SentenceFloor | None = None,
+        condenser: Condenser | None = None,
     ) -> None:
+        self._condenser = condenser  # rewrites a follow-up the rules left alone; None: no such step
         self._scorer = scorer  # sentence evidence (answer.evidence); None: the floor decides alone
         self._sentence_floor = sentence_floor or SentenceFloor()
         self._searcher = searcher
@@ -103,11 +107,25 @@ class Answerer:
         self._max_tokens = max_tokens
         self._source_tokens = source_tokens
 
-    async def _prepare(self, params: AnswerParams) -> tuple[SearchOutcome, CompiledPrompt, float]:
+    async def _condensed(self, params: AnswerParams, deadline: float) -> AnswerParams:
+        """A follow-up the rules carried nothing to, rewritten to stand alone by the LLM."""
+        if self._condenser is None or not params.history or params.search.carried is not None:
+            return params
+        question = params.search.query
+        standalone = await self._condenser.standalone(question, params.history, deadline)
+        if standalone is None:
+            return params
+        carried = {"from": params.history[-1], "condensed": standalone}
+        return replace(params, search=replace(params.search, query=standalone, carried=carried))
+
+    async def _prepare(
+        self, params: AnswerParams
+    ) -> tuple[AnswerParams, SearchOutcome, CompiledPrompt, float]:
         deadline = time.monotonic() + self._timeout  # one deadline: the search's share comes from it
+        params = await self._condensed(params, deadline)
         outcome = await self._searcher.search(replace(params.search, deadline=deadline))
         await decide(outcome, params.search.query, self._scorer, self._sentence_floor, deadline)
-        return outcome, self._compile(params, outcome), deadline
+        return params, outcome, self._compile(params, outcome), deadline
 
     def _compile(self, params: AnswerParams, outcome: SearchOutcome) -> CompiledPrompt:
         # only hits that cleared the relevance floor are sources: a hit that only a leg of weight
@@ -162,7 +180,7 @@ class Answerer:
         return self._compile(params, outcome)
 
     async def answer(self, params: AnswerParams) -> AnswerOutcome:
-        outcome, prompt, deadline = await self._prepare(params)
+        params, outcome, prompt, deadline = await self._prepare(params)
         if _declines(outcome):
             return _abstain(outcome, prompt)
         if self.llm is None or not prompt.sources:
@@ -189,7 +207,7 @@ class Answerer:
 
     async def events(self, params: AnswerParams) -> AsyncIterator[tuple[str, Any]]:
         """(event, data) pairs: route, hits, token (repeated), done (an AnswerOutcome)."""
-        outcome, prompt, deadline = await self._prepare(params)
+        params, outcome, prompt, deadline = await self._prepare(params)
         yield "route", outcome
         yield "hits", outcome
         if self.llm is None or not prompt.sources or _declines(outcome):

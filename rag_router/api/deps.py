@@ -111,6 +111,7 @@ def answer_params(
         if followed.carried is not None:
             search = dataclasses.replace(search, query=followed.query, carried=followed.carried)
     return AnswerParams(
+        history=tuple(history),
         search=search,
         constraints=constraints.domain() if constraints else None,
         schema=constraints.json_schema if constraints else None,
