@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +20,11 @@ from indexers.tiers.local_cold import LocalColdTier
 from indexers.tiers.qdrant_edge import QdrantEdgeTier
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
+
+# A server started by a test records itself per user (rag_router.owner.user_file): in the suite's
+# own state dir, so a test's server is never found by the user's commands, nor theirs by a test.
+# Server subprocesses inherit it.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="rag-router-test-state-")
 
 
 @pytest.fixture(scope="session")

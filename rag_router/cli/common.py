@@ -6,7 +6,7 @@ import logging
 import os
 import time
 import unicodedata
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, cast
@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 
 from rag_router.cli.group import RootGroup, help_types
-from rag_router.owner import current_owner
+from rag_router.owner import current_owner, user_server
 from rag_router.settings import Settings
 
 if TYPE_CHECKING:  # the engines, the model and the web app load in the commands that use them:
@@ -86,7 +86,7 @@ def server_url(settings: Settings, url: str | None = None) -> str | None:
         return explicit
     owner = current_owner(settings.data_dir)
     if owner is None:
-        return None
+        return _users_server(settings)
     found = _local_url(owner.url)
     if not _answers(
         found, wait_s=START_WAIT_S, while_alive=lambda: current_owner(settings.data_dir) is not None
@@ -96,6 +96,46 @@ def server_url(settings: Settings, url: str | None = None) -> str | None:
             f"which does not answer at {found}; wait for it to start, or stop it"
         )
     return found
+
+
+def _users_server(settings: Settings) -> str | None:
+    """The server this user runs elsewhere, for a command whose data dir was not chosen (no
+    RAG_DATA_DIR, no .env) and holds no index here: one store whatever the folder. Said on stderr."""
+    if "data_dir" in settings.model_fields_set or _index_here(settings):
+        return None
+    running = user_server()
+    if running is None:
+        return None
+    owner, data_dir = running
+    found = _local_url(owner.url)
+    if not _answers(found, wait_s=START_WAIT_S, while_alive=lambda: user_server() is not None):
+        return None
+    console.print(
+        f"[dim]using the running server at {found} (data dir {data_dir}); "
+        "RAG_DATA_DIR or RAG_URL chooses another store[/dim]",
+        highlight=False,
+        soft_wrap=True,
+    )
+    return found
+
+
+def new_store_check(settings: Settings, paths: Sequence[Path], *, allowed: bool) -> None:
+    """Before an ingest opens the store in this process: say on stderr which data dir it writes,
+    and never create one unasked inside a folder being ingested (``cd ~/docs && rag-router ingest
+    .`` would bury a second store among the documents): that needs RAG_DATA_DIR or ``allowed``."""
+    data_dir = settings.data_dir.resolve()
+    if _index_here(settings):
+        console.print(f"[dim]writing to the store at {data_dir}[/dim]", highlight=False, soft_wrap=True)
+        return
+    chosen = "data_dir" in settings.model_fields_set
+    inside = [p for p in paths if p.is_dir() and data_dir.is_relative_to(p.resolve())]
+    if inside and not chosen and not allowed:
+        fail(
+            f"no store here and no server running: this would create a new store at {data_dir}, inside "
+            f"{inside[0]} (the folder being ingested). Start `rag-router serve` elsewhere, set RAG_DATA_DIR "
+            "to the store to use, or pass --new-store to create it there"
+        )
+    console.print(f"[dim]creating a new store at {data_dir}[/dim]", highlight=False, soft_wrap=True)
 
 
 def _answers(url: str, *, wait_s: float, while_alive: Callable[[], bool] = lambda: True) -> bool:

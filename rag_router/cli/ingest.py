@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from rag_router.cli.common import app, console, fail, local_services, server_url, setup_logging
+from rag_router.cli.common import (
+    app,
+    console,
+    fail,
+    local_services,
+    new_store_check,
+    server_url,
+    setup_logging,
+)
 from rag_router.cli.report import Summary, exit_for_failures, print_report, progress_bar
 from rag_router.cli.store import Url
 from rag_router.cli.upload import ingest_there
@@ -60,6 +68,13 @@ def ingest(
     ] = False,
     batch_mb: Annotated[float, typer.Option(min=0.1, help="against a server: MB per upload")] = 16.0,
     url: Url = None,
+    new_store: Annotated[
+        bool,
+        typer.Option(
+            "--new-store",
+            help="with no store or server: create the store even inside a folder being ingested",
+        ),
+    ] = False,
     engine: Engine = "inprocess",
     ray_address: RayAddress = None,
     unit_mb: UnitMb = None,
@@ -95,6 +110,7 @@ def ingest(
     found = server_url(settings, url)
     if engine == "ray":
         _ray_here(found)
+        new_store_check(settings, paths, allowed=new_store)
         ray = RayOptions(address=ray_address)
         ray = replace(
             ray,
@@ -104,6 +120,7 @@ def ingest(
         asyncio.run(_ingest_ray(settings, paths, tier, options, if_empty, ray))  # type: ignore[arg-type]
         return
     if found is None:
+        new_store_check(settings, paths, allowed=new_store)
         asyncio.run(_ingest_here(settings, paths, tier, options, if_empty))  # type: ignore[arg-type]
         return
     form = {"id_field": id_field, "text_field": text_field, "title_field": title_field}

@@ -157,3 +157,46 @@ def test_sigterm_stops_the_server_and_removes_serve_json(env: Path) -> None:
     log = (env / "server.log").read_text()
     assert "rag-router ready at http://127.0.0.1:" in log  # once the port was bound
     assert "predates index.json" not in log  # a new data dir is no older index
+
+
+@pytest.mark.slow
+def test_a_command_from_any_folder_finds_the_running_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cd ~/mydocs && rag-router ingest .` while `serve` runs elsewhere: the documents reach that
+    server (it says so on stderr), and no second store appears among the documents."""
+    docs = tmp_path / "mydocs"
+    docs.mkdir()
+    (docs / "leave.md").write_text("# Leave\n\nStaff get 28 days of paid leave a year.\n", encoding="utf-8")
+    monkeypatch.delenv("RAG_DATA_DIR", raising=False)
+    monkeypatch.delenv("RAG_URL", raising=False)
+    monkeypatch.chdir(docs)
+    port = free_port()
+    with server(tmp_path / "data", port):
+        result = runner.invoke(app, ["ingest", "."])
+        assert result.exit_code == 0, result.output
+        assert f"using the running server at http://127.0.0.1:{port}" in " ".join(result.stderr.split())
+        assert httpx.get(f"http://127.0.0.1:{port}/v1/documents/leave.md").status_code == 200
+        asked = runner.invoke(app, ["ask", "How many days of paid leave do staff get?"])
+        assert asked.exit_code == 0 and "28 days" in asked.stdout, asked.output
+    assert not (docs / ".rag-data").exists()
+
+
+def test_no_store_is_created_unasked_inside_the_folder_being_ingested(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = tmp_path / "mydocs"
+    docs.mkdir()
+    (docs / "note.txt").write_text("Parking permits cost 35 EUR a month.\n", encoding="utf-8")
+    monkeypatch.delenv("RAG_DATA_DIR", raising=False)
+    monkeypatch.delenv("RAG_URL", raising=False)
+    monkeypatch.chdir(docs)
+    refused = runner.invoke(app, ["ingest", "."])
+    assert refused.exit_code == 2 and "--new-store" in refused.stderr and "RAG_DATA_DIR" in refused.stderr
+    assert not (docs / ".rag-data").exists()
+    created = runner.invoke(app, ["ingest", ".", "--new-store"])
+    assert created.exit_code == 0, created.output
+    said = " ".join(created.stderr.split())
+    assert f"creating a new store at {(docs / '.rag-data').resolve()}" in said
+    again = runner.invoke(app, ["ingest", "."])  # the store exists now: it is this folder's
+    assert again.exit_code == 0 and "writing to the store at" in " ".join(again.stderr.split())
