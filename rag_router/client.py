@@ -20,11 +20,14 @@ from httpx_sse import connect_sse
 class ApiError(Exception):
     """The service answered with an error envelope (or not at all)."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, failures: list[dict[str, str]] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.failures = failures or []  # an upload's files that could not be read: {"id", "error"}
 
 
 class Client:
@@ -147,7 +150,8 @@ def _document_path(doc_id: str) -> str:
 def _error(response: httpx.Response) -> ApiError:
     try:
         body = response.json()["error"]
-        return ApiError(response.status_code, str(body["code"]), str(body["message"]))
+        failures = [f for f in body.get("failures") or [] if isinstance(f, dict)]
+        return ApiError(response.status_code, str(body["code"]), str(body["message"]), failures)
     except (ValueError, KeyError, TypeError):
         return ApiError(
             response.status_code, "http_error", f"HTTP {response.status_code}: {response.text[:200]}"

@@ -24,6 +24,10 @@ class RagError(Exception):
 class InvalidRequest(RagError):
     code = "invalid_request"
 
+    def __init__(self, message: str, failures: list[dict[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.failures = failures  # per item (a file of an upload): {"id", "error"}, in the envelope
+
 
 class NotFound(RagError):
     code = "not_found"

@@ -37,15 +37,41 @@ class Parsed:
     page_starts: tuple[int, ...] = ()  # PDF: offset in ``text`` where each page begins
 
 
+_SNIFF = 8192  # bytes looked at to tell text from binary
+_CONTROL = frozenset(range(32)) - {9, 10, 12, 13}  # tab, line feed, form feed, carriage return
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
 def decode(data: bytes) -> str:
+    """The file's text; binary content (a NUL byte, or mostly control characters, in its first
+    8 KB: an executable, an image, an archive renamed .txt) is refused as binary, whatever the
+    file's name says, and text in another encoding is told to convert."""
+    head = data[:_SNIFF]
+    if head.startswith(_UTF16_BOMS):
+        raise Unreadable("UTF-16 text; convert the file to UTF-8")
+    if b"\x00" in head or sum(b in _CONTROL for b in head) > len(head) // 10:
+        raise Unreadable("binary content (NUL bytes or control characters), not text")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise Unreadable(f"not valid UTF-8 (byte {exc.start}); convert the file to UTF-8") from exc
 
 
+TITLE_CHARS = 100  # a plain-text file's first line up to this long is its title
+
+
 def read_text(data: bytes) -> Parsed:
-    return Parsed(decode(data))
+    """The text as written; its first line is the title when it is short, more text follows, and
+    it does not end a sentence ("Office facilities notes", not "Keep logs for 30 days.")."""
+    text = decode(data)
+    first, _, rest = text.strip().partition("\n")
+    first = first.strip()
+    titled = (
+        0 < len(first) <= TITLE_CHARS
+        and rest.strip()
+        and not first.endswith((".", "!", "?", "。", "！", "？", ":", "："))
+    )
+    return Parsed(text, first if titled else None)
 
 
 def read_markdown(data: bytes) -> Parsed:

@@ -16,12 +16,12 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from indexers.records import Chunk, Document
-from indexers.text.structure import split_sections
+from indexers.text.structure import Section, split_sections
 
 TokenCounter = Callable[[Sequence[str]], list[int]]
 TokenIds = Callable[[Sequence[str]], list[list[int]]]
@@ -105,7 +105,7 @@ class Chunker:
         parts = [
             (doc, section, sentence_spans(section.text))
             for doc in docs
-            for section in split_sections(doc.text, doc.metadata, doc.title)
+            for section in _by_page(split_sections(doc.text, doc.metadata, doc.title), doc.page_starts)
         ]
         sentences = [s for _, _, spans in parts for _, s in spans]
         ids: Iterator[list[int] | None]
@@ -206,6 +206,22 @@ class Chunker:
             kept.insert(0, piece)
             used += piece[2]
         return kept, used
+
+
+def _by_page(sections: Iterable[Section], page_starts: Sequence[int]) -> Iterator[Section]:
+    """Each section cut where a page starts (a PDF's): a chunk is on one page, the one its
+    ``page`` says, so a quote from page 2 is never cited as page 1."""
+    for section in sections:
+        end = section.start + len(section.text)
+        cuts = [c for c in page_starts if section.start < c < end]
+        if not cuts:
+            yield section
+            continue
+        bounds = [section.start, *cuts, end]
+        for a, b in itertools.pairwise(bounds):
+            piece = section.text[a - section.start : b - section.start]
+            if piece.strip():
+                yield Section(a, piece, section.metadata)
 
 
 def _title_only(doc: Document, with_ids: bool) -> list[Placed]:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -50,7 +51,13 @@ def error_response(request: Request, exc: RagError) -> JSONResponse:
     retry = isinstance(exc, (BackendUnavailable, InsufficientStorage, RateLimited))
     headers = {"Retry-After": str(exc.retry_after_s)} if retry else None  # type: ignore[attr-defined]
     kind = "client_error" if status < 500 else "server_error"
-    return envelope(request, status, exc.code, exc.message, kind, headers)
+    response = envelope(request, status, exc.code, exc.message, kind, headers)
+    failures = getattr(exc, "failures", None)
+    if failures:  # one line per file a client can show: the envelope's fields, and these
+        body = json.loads(bytes(response.body))
+        body["error"]["failures"] = failures
+        response = JSONResponse(body, status_code=status, headers=headers)
+    return response
 
 
 def request_id(request: Request) -> str:

@@ -296,6 +296,9 @@ class ErrorBody(BaseModel):
     message: str
     type: str
     request_id: str
+    failures: list[dict[str, str]] | None = Field(
+        None, description='an upload none of whose files could be read: one {"id", "error"} per file'
+    )
 
 
 class ErrorEnvelope(BaseModel):

@@ -119,8 +119,12 @@ def _upload(
             except ApiError as exc:
                 if exc.status != 422:  # 422: nothing readable in this batch; the others go on
                     raise
-                where = str(batch[0].local) if len(batch) == 1 else f"batch {n}"
-                summary.failures.append((where, exc.message))
+                local = {u.name: str(u.local) for u in batch}
+                if exc.failures:  # one line a file, as an ingest in process reports them
+                    summary.failures += [(local.get(f["id"], f["id"]), f["error"]) for f in exc.failures]
+                else:
+                    where = str(batch[0].local) if len(batch) == 1 else f"batch {n}"
+                    summary.failures.append((where, exc.message))
                 summary.failed += len(batch)
                 summary.documents += len(batch)
                 continue

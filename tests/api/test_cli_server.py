@@ -79,6 +79,14 @@ def test_every_store_command_goes_through_the_running_server(env: Path) -> None:
         assert printed.exit_code == 0 and printed.stdout == spaced  # byte for byte, nothing added
         explained = run("query", "how long are access logs kept", "--explain")
         assert "route:" in explained and "features:" in explained and "policies/retention.md" in explained
+        bad = env / "bad"
+        bad.mkdir()
+        (bad / "zeros.txt").write_bytes(b"\x00" * 64)
+        (bad / "program.md").write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)))
+        failed = runner.invoke(app, ["ingest", str(bad)])  # through the server: a line per file
+        lines = [ln for ln in failed.stdout.splitlines() if ln.startswith("failed ")]
+        assert failed.exit_code == 3 and len(lines) == 2, failed.output
+        assert all("binary content" in ln for ln in lines) and any("zeros.txt" in ln for ln in lines)
         asked = run("ask", "How long are access logs kept?")  # the cited answer, through the server
         assert "thirty days" in asked and "[1] policies/retention.md — Data retention" in asked, asked
         declined = runner.invoke(app, ["ask", "What is the boiling point of mercury?"])

@@ -303,3 +303,18 @@ def test_a_tenant_with_too_many_jobs_pending_gets_429(
             while (state := client.get(f"/v1/ingest/jobs/{job_id}", headers=a).json())["status"] != "done":
                 assert state["status"] in ("queued", "running") and time.monotonic() < deadline, state
                 time.sleep(0.2)
+
+
+def test_an_upload_with_nothing_readable_lists_each_file(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    with TestClient(create_app(settings(tmp_path), embedder=embedder)) as client:
+        files = [
+            ("files", ("zeros.txt", b"\x00" * 64, "application/octet-stream")),
+            ("files", ("latin.txt", b"caf\xe9", "application/octet-stream")),
+        ]
+        refused = client.post("/v1/ingest/files", files=files)
+    error = refused.json()["error"]
+    assert refused.status_code == 422 and error["code"] == "invalid_request"
+    assert [f["id"] for f in error["failures"]] == ["zeros.txt", "latin.txt"]
+    assert "binary content" in error["failures"][0]["error"] and "UTF-8" in error["failures"][1]["error"]

@@ -10,7 +10,7 @@ import pytest
 from indexers.embed.embedder import SentenceTransformerEmbedder
 from indexers.ingest.load import FieldMap, LoadFailure, LoadOptions, load_paths
 from indexers.records import Document
-from indexers.text.chunk import Chunker
+from indexers.text.chunk import Chunker, rebuild
 
 
 def test_beir_jsonl_gz_and_broken_lines(tmp_path: Path) -> None:
@@ -116,6 +116,15 @@ def test_pdf_pages_are_kept_and_chunks_know_their_page(
     assert len(chunks) >= 6
     for chunk in chunks:
         assert chunk.text.startswith(f"Page {chunk.metadata['page']} sentence")
+    # two short pages fit in one chunk's tokens, and still make two chunks: each on its own page
+    write_pdf(tmp_path / "short.pdf", ["The lease runs for ten years.", "Rent is indexed yearly."])
+    short = next(d for d in load_paths([tmp_path / "short.pdf"]) if isinstance(d, Document))
+    cut = Chunker(embedder.count_tokens, max_tokens=200, overlap_tokens=32).chunk(short)
+    assert [(c.metadata["page"], c.text.strip()) for c in cut] == [
+        (1, "The lease runs for ten years."),
+        (2, "Rent is indexed yearly."),
+    ]
+    assert rebuild([(c.text, c.metadata["char_start"]) for c in cut]) == short.text
 
 
 def test_jsonl_field_mapping_and_top_level_metadata(tmp_path: Path) -> None:

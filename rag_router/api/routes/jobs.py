@@ -102,8 +102,9 @@ async def upload_files(
     with tempfile.TemporaryDirectory(prefix="rag-upload-") as folder:
         docs, results = await _read_uploads(files, Path(folder), options)
         if not docs:
-            reasons = "; ".join(f"{f.id}: {f.error}" for r in results for f in r.failures) or "no files"
-            raise InvalidRequest(f"no documents could be read from the upload ({reasons})")
+            failures = [{"id": f.id, "error": f.error} for r in results for f in r.failures]
+            reasons = "; ".join(f"{f['id']}: {f['error']}" for f in failures) or "no files"
+            raise InvalidRequest(f"no documents could be read from the upload ({reasons})", failures)
         job_id = await svc.jobs.submit(owner, tier, docs)
     return FilesAccepted(job_id=job_id, files=results)
 
