@@ -37,7 +37,9 @@ def setup_logging(settings: Settings, *, command: bool = True) -> None:
     """A command's output is its report: INFO lines only when RAG_LOG_LEVEL asks for them."""
     level = settings.log_level if not command or "RAG_LOG_LEVEL" in os.environ else "WARNING"
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    for noisy in ("httpx", "sentence_transformers", "transformers"):
+    # faiss.loader says at INFO which CPU build it loaded ("Could not load library with AVX512
+    # support" on every start of a machine without it): nothing a user acts on
+    for noisy in ("httpx", "sentence_transformers", "transformers", "faiss.loader"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

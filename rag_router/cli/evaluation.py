@@ -88,9 +88,11 @@ def evaluate(
         ),
     ] = None,
 ) -> None:
-    """Evaluate retrieval on a BEIR-layout dataset (nDCG@10, recall@100, MRR@10, success@1), or
-    with --answers the answers (gold span in the answer and before its first citation, first
-    citation = gold document, out-of-corpus and answerable questions declined, median length)."""
+    """Evaluate retrieval on a BEIR-layout dataset (nDCG@10, recall@100, MRR@10, success@1).
+
+    With --answers, the answers instead: gold span in the answer and before its first citation,
+    first citation = gold document, out-of-corpus and answerable questions declined, median length.
+    """
     overrides: dict[str, Any] = {"rerank": {"model": rerank}} if rerank else {}
     if answers:
         _answers(dataset_dir, data_dir, as_json, overrides)

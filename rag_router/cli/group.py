@@ -44,8 +44,30 @@ def help_types() -> None:
     TyperArgument.display_type_rich = _argument_display  # type: ignore[method-assign,assignment]
 
 
+# The order a user meets the commands in: start, fill, ask, look, manage, then the rest.
+ORDER = (
+    "serve",
+    "ingest",
+    "ask",
+    "query",
+    "documents",
+    "jobs",
+    "retier",
+    "llm",
+    "mcp",
+    "eval",
+    "datasets",
+    "hash-key",
+)
+
+
 class RootGroup(TyperGroup):
-    """``rag-router``: a setting that does not parse is one line naming it, exit status 2."""
+    """``rag-router``: a setting that does not parse is one line naming it, exit status 2;
+    commands listed in ``ORDER`` (any other after them, by name)."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        names = super().list_commands(ctx)
+        return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
 
     def invoke(self, ctx: Any) -> Any:
         try:

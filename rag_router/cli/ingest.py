@@ -88,8 +88,7 @@ def ingest(
     id alone on a line.
 
     Exit status: 0 all ingested; 3 some files or records failed, or ids repeated with --engine ray
-    (the report lists them); 1 a
-    server job failed or was cancelled; 2 an error; 130 interrupted.
+    (the report lists them); 1 a server job failed or was cancelled; 2 an error; 130 interrupted.
     """
     if tier not in ("auto", "hot", "cold") or engine not in ("inprocess", "ray"):
         raise typer.BadParameter("--tier must be auto, hot or cold; --engine inprocess or ray")

@@ -155,15 +155,39 @@ def local_server(config: LocalConfig, ready_s: float = 60.0) -> Iterator[LocalCo
         del server  # its destructor stops the HTTP loop and frees the model
 
 
+_D = LLMSettings()  # the defaults the help names
+
+
 @llm_app.command("serve")
 def serve(
     model: Annotated[Path | None, typer.Option(help="a GGUF file (default: packaged SmolLM2-135M)")] = None,
-    ctx: Annotated[int | None, typer.Option(help="context tokens, shared by the slots")] = None,
-    threads: Annotated[int | None, typer.Option(help="CPU threads (1 is fastest on a busy machine)")] = None,
-    parallel: Annotated[int | None, typer.Option(help="slots: concurrent answers")] = None,
+    ctx: Annotated[
+        int | None,
+        typer.Option(
+            help=f"context tokens, shared by the slots (default: RAG_LLM__LOCAL_CTX, {_D.local_ctx})"
+        ),
+    ] = None,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            help="CPU threads, 1 is fastest on a busy machine "
+            f"(default: RAG_LLM__LOCAL_THREADS, {_D.local_threads})"
+        ),
+    ] = None,
+    parallel: Annotated[
+        int | None,
+        typer.Option(
+            help=f"slots: concurrent answers (default: RAG_LLM__LOCAL_PARALLEL, {_D.local_parallel})"
+        ),
+    ] = None,
     host: Annotated[str, typer.Option(help="bind address")] = "127.0.0.1",
-    port: Annotated[int | None, typer.Option(help="port")] = None,
-    alias: Annotated[str | None, typer.Option(help="the model name it answers to")] = None,
+    port: Annotated[
+        int | None, typer.Option(help=f"port (default: RAG_LLM__LOCAL_PORT, {_D.local_port})")
+    ] = None,
+    alias: Annotated[
+        str | None,
+        typer.Option(help=f"the model name it answers to (default: RAG_LLM__LOCAL_ALIAS, {_D.local_alias})"),
+    ] = None,
 ) -> None:
     """Serve a local model over the OpenAI API (llama.cpp), and print the settings that use it."""
     s = get_settings().llm

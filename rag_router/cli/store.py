@@ -33,8 +33,13 @@ app.add_typer(jobs, name="jobs")
 
 @app.command()
 def serve(
-    host: Annotated[str | None, typer.Option(help="bind address (default RAG_HOST)")] = None,
-    port: Annotated[int | None, typer.Option(help="port (default RAG_PORT)")] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(help=f"bind address (default: RAG_HOST, {Settings.model_fields['host'].default})"),
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help=f"port (default: RAG_PORT, {Settings.model_fields['port'].default})")
+    ] = None,
     local_llm: Annotated[
         bool, typer.Option("--local-llm", help="answer with `rag-router llm serve`'s model, run beside it")
     ] = False,
@@ -179,7 +184,7 @@ def retier(
     moved = report["aged"] if dry_run else report["moved"]
     typer.echo(f"{report['aged']} documents past the hot window; {verb} {moved}")  # what a script reads
     if not dry_run:
-        typer.echo(f"{report['chunks']} chunks moved to the cold tier")
+        typer.echo(f"{chunks(report['chunks'])} moved to the cold tier")
     for error in report["errors"]:
         console.print(f"[red]{error}[/red]")
     if report["errors"]:
@@ -198,7 +203,7 @@ def documents_get(
         typer.echo(json.dumps(body, ensure_ascii=False, indent=2))
         return
     title = f" — {body['title']}" if body.get("title") else ""
-    header = f"{body['id']}{title} · {', '.join(body['tiers'])} · {len(body['chunks'])} chunks"
+    header = f"{body['id']}{title} · {', '.join(body['tiers'])} · {chunks(len(body['chunks']))}"
     console.print(visible(header), style="dim", markup=False, highlight=False)
     typer.echo(body["text"], nl=False)  # byte for byte: no newline of ours after it
 
@@ -217,10 +222,11 @@ def documents_delete(
         fail("give a document id or --where key=value, not both")
     if where:
         found = with_client(url, lambda c: c.delete_where(where))
-        typer.echo(f"deleted {found['deleted_documents']} documents ({found['deleted_chunks']} chunks)")
+        n = found["deleted_documents"]
+        typer.echo(f"deleted {n} document{'' if n == 1 else 's'} ({chunks(found['deleted_chunks'])})")
         return
     body = with_client(url, lambda c: c.delete_document(str(doc_id)))
-    typer.echo(f"deleted {body['id']}: {body['deleted_chunks']} chunks")
+    typer.echo(f"deleted {body['id']}: {chunks(body['deleted_chunks'])}")
 
 
 @documents.command("list")
@@ -245,6 +251,11 @@ def documents_list(
     shown = f"{len(body['documents'])} of {body['total']} documents"
     more = f"; next page: --cursor {body['next_cursor']}" if body["next_cursor"] else ""
     console.print(f"[dim]{shown}{more}[/dim]", highlight=False, soft_wrap=True)
+
+
+def chunks(n: int) -> str:
+    """ "1 chunk", "2 chunks"."""
+    return f"{n} chunk{'' if n == 1 else 's'}"
 
 
 JOBS_HEADER = f"{'JOB':<32}  {'STATUS':<10}  {'CREATED':<19}  {'UPDATED':<19}  PROGRESS"

@@ -128,3 +128,32 @@ def test_a_command_in_process_opens_one_query_session(
     result = runner.invoke(app, ["query", "anything"])
     assert isinstance(result.exception, RuntimeError) and len(built) == 1
     assert built[0].embedding.query_workers == 1  # type: ignore[attr-defined]
+
+
+def test_commands_are_listed_in_the_order_a_user_meets_them() -> None:
+    listed = runner.invoke(app, ["--help"], terminal_width=200).output
+    names = re.findall(r"^│ ([a-z][a-z-]*)\s{2,}", listed, re.MULTILINE)
+    assert names[:6] == ["serve", "ingest", "ask", "query", "documents", "jobs"], names
+    assert names.index("eval") > names.index("llm")
+
+
+def test_help_says_the_defaults_and_keeps_sentences_whole() -> None:
+    assert "RAG_PORT, 8000" in runner.invoke(app, ["serve", "--help"], terminal_width=200).output
+    llm = runner.invoke(app, ["llm", "serve", "--help"], terminal_width=200).output
+    assert "RAG_LLM__LOCAL_CTX, 2048" in llm and "RAG_LLM__LOCAL_PORT, 8081" in llm
+    ingest = " ".join(runner.invoke(app, ["ingest", "--help"], terminal_width=200).output.split())
+    assert "1 a server job failed or was cancelled" in ingest
+    listed = runner.invoke(app, ["--help"], terminal_width=200).output
+    assert "Evaluate retrieval" in listed and "--answers" not in listed  # its first sentence only
+
+
+def test_counts_agree_with_their_nouns_and_faiss_says_nothing_at_info() -> None:
+    import logging
+
+    from rag_router.cli.common import setup_logging
+    from rag_router.cli.store import chunks
+    from rag_router.settings import Settings
+
+    assert (chunks(1), chunks(2), chunks(0)) == ("1 chunk", "2 chunks", "0 chunks")
+    setup_logging(Settings(log_level="INFO"), command=False)
+    assert not logging.getLogger("faiss.loader").isEnabledFor(logging.INFO)
