@@ -37,9 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from indexers.records import Document
 from indexers.text.lexical import Analyzer
-from rag_router.answer_eval import Judged, asker, load_answer_set
 from rag_router.cli.common import local_services
-from rag_router.evaluate import load_dataset
+from rag_router.evaluation.answers import Judged, asker, load_answer_set
+from rag_router.evaluation.retrieval import load_dataset
 from rag_router.settings import get_settings
 
 DENSE = [round(-0.05 + 0.05 * i, 2) for i in range(16)] + [2.0]  # 2.0: dense never clears

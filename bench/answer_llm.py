@@ -6,7 +6,7 @@
 Ingests the set's corpus into a temporary data dir once, then asks the first ``--per-kind``
 questions of each kind of answers.jsonl (file order, no selection; 0: all of them) through the
 answer flow twice: with no LLM (extractive) and with `rag-router llm serve`'s server in this
-process (1 thread, OMP_WAIT_POLICY=passive). Scored by ``rag_router.answer_eval`` (the scorer of
+process (1 thread, OMP_WAIT_POLICY=passive). Scored by ``rag_router.evaluation.answers`` (the scorer of
 `rag-router eval --answers`), over all questions and over the held-back second half. For the model: time to
 the first token (from the request, retrieval included), completion tokens per second, and how
 many answers fell back to extractive (degraded) and why. Prints one JSON object per mode.
@@ -32,10 +32,10 @@ if "PYTHONPATH" not in __import__("os").environ:
 from indexers.records import DEFAULT_TENANT, Document
 from indexers.tiers.query import Filters
 from rag_router.answer.flow import AnswerOutcome, AnswerParams
-from rag_router.answer_eval import Judged, given, load_answer_set, score
 from rag_router.cli.common import local_services
 from rag_router.cli.llm import CPU_SOURCE_TOKENS, LocalConfig, local_server, packaged_gguf
-from rag_router.evaluate import Dataset
+from rag_router.evaluation.answers import Judged, given, load_answer_set, score
+from rag_router.evaluation.retrieval import Dataset
 from rag_router.search.flow import SearchParams
 from rag_router.settings import get_settings
 

@@ -30,7 +30,7 @@ from indexers.records import DEFAULT_TENANT, Document
 from indexers.tiers.query import Filters
 from rag_router.answer.flow import AnswerParams
 from rag_router.cli.common import local_services
-from rag_router.evaluate import Dataset
+from rag_router.evaluation.retrieval import Dataset
 from rag_router.search.flow import SearchParams
 from rag_router.settings import get_settings
 

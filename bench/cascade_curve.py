@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from indexers.tiers.query import Filters
-from rag_router.evaluate import load_dataset, score
+from rag_router.evaluation.retrieval import load_dataset, score
 from rag_router.owner import current_owner
 from rag_router.search.flow import SearchParams, hits_by_doc
 from rag_router.services import build_services

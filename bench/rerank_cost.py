@@ -79,7 +79,7 @@ def ingest_cost(data: Path, n: int) -> dict[str, Any]:
     import tempfile
 
     from rag_router.cli.common import local_services
-    from rag_router.evaluate import Dataset
+    from rag_router.evaluation.retrieval import Dataset
     from rag_router.settings import get_settings
 
     docs = [d for _, d in zip(range(n), Dataset(data, {}, {}, {}).corpus(), strict=False)]

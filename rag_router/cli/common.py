@@ -9,13 +9,13 @@ import unicodedata
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, cast
+from typing import TYPE_CHECKING, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import typer
 from rich.console import Console
 
-from rag_router.cli.group import RootGroup, help_types
+from rag_router.cli.group import RootGroup, fail, help_types
 from rag_router.owner import current_owner, user_server
 from rag_router.settings import Settings
 
@@ -41,13 +41,6 @@ def setup_logging(settings: Settings, *, command: bool = True) -> None:
     # support" on every start of a machine without it): nothing a user acts on
     for noisy in ("httpx", "sentence_transformers", "transformers", "faiss.loader"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
-def fail(message: str) -> NoReturn:
-    """A condition the user can fix: one line on stderr, exit status 2, no traceback."""
-    # soft_wrap: one line at any width, so a script or a log keeps the whole message together
-    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
 
 
 def _first_plain_key(settings: Settings) -> str | None:

@@ -16,14 +16,15 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from rag_router.cli.common import app, console, fail, local_services, setup_logging
-from rag_router.datasets import CATALOGUE, DatasetError, fetch
+from rag_router.cli.common import app, console, local_services, setup_logging
+from rag_router.cli.group import fail
+from rag_router.evaluation.datasets import CATALOGUE, DatasetError, fetch
 from rag_router.settings import Settings, get_settings
 
 if TYPE_CHECKING:  # the engines load when `eval` runs, not with every command's help
     from indexers.records import Document
     from indexers.tiers.query import Leg
-    from rag_router.evaluate import Dataset
+    from rag_router.evaluation.retrieval import Dataset
 
 datasets = typer.Typer(no_args_is_help=True, help="Public BEIR collections to evaluate on: list, fetch.")
 app.add_typer(datasets, name="datasets")
@@ -40,7 +41,7 @@ def _legs(name: str) -> tuple[Leg, ...]:
 
 def _corpus(dataset: Dataset, split: float | None) -> Iterator[Document]:
     """The corpus, or with --tier-split the corpus re-dated by ``split_dates`` (placement by date)."""
-    from rag_router.evaluate import split_dates
+    from rag_router.evaluation.retrieval import split_dates
 
     if split is None:
         return dataset.corpus()
@@ -97,7 +98,7 @@ def evaluate(
     if answers:
         _answers(dataset_dir, data_dir, as_json, overrides)
         return
-    from rag_router.evaluate import SUMMARY_KEYS
+    from rag_router.evaluation.retrieval import SUMMARY_KEYS
 
     if legs not in _LEG_NAMES:
         raise typer.BadParameter("--legs must be bm25, dense or hybrid")
@@ -139,9 +140,9 @@ def evaluate(
 def _answers(dataset_dir: Path, data_dir: Path | None, as_json: bool, overrides: dict[str, Any]) -> None:
     """``eval --answers``: every question of answers.jsonl through the answer flow (no LLM
     unless one is configured), scored as shared/tools/answers_eval.py scores the API."""
-    from rag_router import answer_eval
     from rag_router.cli.ingest import ingest_with_progress
-    from rag_router.evaluate import Dataset
+    from rag_router.evaluation import answers as answer_eval
+    from rag_router.evaluation.retrieval import Dataset
 
     if not answer_eval.is_answer_set(dataset_dir):
         fail(f"{dataset_dir} has no answers.jsonl (see data/ or a qa-* set's PROVENANCE.md)")
@@ -188,7 +189,7 @@ async def _eval(
     tier_split: float | None,
 ) -> dict[str, Any]:
     from rag_router.cli.ingest import ingest_with_progress
-    from rag_router.evaluate import load_dataset, run_queries
+    from rag_router.evaluation.retrieval import load_dataset, run_queries
 
     dataset = load_dataset(path, split)
     async with local_services(settings) as services:

@@ -1,4 +1,4 @@
-"""The root command: help that reads like a man page, and a bad setting as one line.
+"""The root command: help that reads like a man page, a bad setting as one line (``fail``).
 
 Typer's rich help prints a type beside every parameter, flags included (``--json <bool>``,
 ``--help <bool>``: as if they took a value) and lists as ``<list[Path]>``; its plain formatter
@@ -8,8 +8,10 @@ list its element's (``paths...  <Path>``), every other parameter keeps Typer's l
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import Any, NoReturn, get_args
 
+import typer
+from rich.console import Console
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from rag_router.settings import SettingsError
@@ -61,6 +63,13 @@ ORDER = (
 )
 
 
+def fail(message: str) -> NoReturn:
+    """A condition the user can fix: one line on stderr, exit status 2, no traceback."""
+    # soft_wrap: one line at any width, so a script or a log keeps the whole message together
+    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
 class RootGroup(TyperGroup):
     """``rag-router``: a setting that does not parse is one line naming it, exit status 2;
     commands listed in ``ORDER`` (any other after them, by name)."""
@@ -73,6 +82,4 @@ class RootGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except SettingsError as exc:
-            from rag_router.cli.common import fail
-
             fail(str(exc))

@@ -11,15 +11,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from rag_router.cli.common import (
-    app,
-    console,
-    fail,
-    local_services,
-    new_store_check,
-    server_url,
-    setup_logging,
-)
+from rag_router.cli.common import app, console, local_services, new_store_check, server_url, setup_logging
+from rag_router.cli.group import fail
 from rag_router.cli.report import Summary, exit_for_failures, print_report, progress_bar
 from rag_router.cli.store import Url
 from rag_router.cli.upload import ingest_there

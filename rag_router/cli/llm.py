@@ -23,7 +23,8 @@ from typing import Annotated, Any
 
 import typer
 
-from rag_router.cli.common import app, console, fail
+from rag_router.cli.common import app, console
+from rag_router.cli.group import fail
 from rag_router.settings import LLMSettings, Settings, get_settings
 
 llm_app = typer.Typer(no_args_is_help=True, help="A local model for answers (llama.cpp, no GPU).")

@@ -15,7 +15,8 @@ from typing import Annotated, Any
 
 import typer
 
-from rag_router.cli.common import api, app, console, fail, setup_logging, visible, where
+from rag_router.cli.common import api, app, console, setup_logging, visible, where
+from rag_router.cli.group import fail
 from rag_router.client import ApiError, Client
 from rag_router.owner import current_owner, holding
 from rag_router.settings import Settings, get_settings, shared_store

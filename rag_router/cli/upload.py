@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from rag_router.cli.common import console, fail, server_url, setup_logging
+from rag_router.cli.common import console, server_url, setup_logging
+from rag_router.cli.group import fail
 from rag_router.cli.repeats import Repeats, Upload
 from rag_router.cli.report import Summary, exit_for_failures, print_report, progress_bar
 from rag_router.cli.store import Url, jobs

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rag_router.answer_eval import Given, Judged, norm, score
 from rag_router.cli import app
+from rag_router.evaluation.answers import Given, Judged, norm, score
 from tests.conftest import SAMPLE
 
 

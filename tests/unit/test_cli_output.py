@@ -21,7 +21,7 @@ from indexers.ingest.formats import read_pdf
 from indexers.manifest import IndexManifest, check_manifest
 from rag_router.cli import app
 from rag_router.cli.store import _server, snippet
-from rag_router.datasets import CATALOGUE
+from rag_router.evaluation.datasets import CATALOGUE
 from rag_router.owner import OWNER_FILE
 
 runner = CliRunner()

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rag_router.cli import app
-from rag_router.datasets import CATALOGUE, Collection, DatasetError, fetch
+from rag_router.evaluation.datasets import CATALOGUE, Collection, DatasetError, fetch
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_router.evaluate import load_dataset, score
+from rag_router.evaluation.retrieval import load_dataset, score
 
 
 def test_metrics_match_their_definitions() -> None:
@@ -48,7 +48,7 @@ def test_split_dates_is_deterministic_and_places_the_share_hot() -> None:
 
     from indexers.ingest.results import place
     from indexers.records import Document
-    from rag_router.evaluate import split_dates
+    from rag_router.evaluation.retrieval import split_dates
 
     today = dt.date(2026, 11, 30)
     docs = [Document(f"doc-{i}", "t", metadata={"date": "1999-01-01"}) for i in range(2000)]
@@ -63,7 +63,7 @@ def test_the_shipped_eval_set_is_whole() -> None:
     """data/eval/udhr, what `make eval` runs on a fresh clone: every query judged, every judged doc stored."""
     from pathlib import Path
 
-    from rag_router.evaluate import load_dataset
+    from rag_router.evaluation.retrieval import load_dataset
 
     dataset = load_dataset(Path(__file__).resolve().parents[2] / "data" / "eval" / "udhr")
     ids = {d.id for d in dataset.corpus()}
