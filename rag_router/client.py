@@ -45,7 +45,7 @@ class Client:
         except httpx.HTTPError as exc:
             raise ApiError(0, "unreachable", f"{self.http.base_url}: {exc}") from exc
         if response.status_code >= 400:
-            raise _error(response)
+            raise error_of(response)
         return response.json()
 
     def healthy(self) -> bool:
@@ -69,7 +69,7 @@ class Client:
             with connect_sse(self.http, "POST", "/v1/answer", json=body, timeout=None) as source:
                 if source.response.status_code >= 400:
                     source.response.read()
-                    raise _error(source.response)
+                    raise error_of(source.response)
                 for event in source.iter_sse():
                     data = json.loads(event.data)
                     if event.event == "error":
@@ -106,7 +106,7 @@ class Client:
             with connect_sse(self.http, "GET", f"/v1/ingest/jobs/{job_id}/events", timeout=None) as source:
                 if source.response.status_code >= 400:
                     source.response.read()
-                    raise _error(source.response)
+                    raise error_of(source.response)
                 for event in source.iter_sse():
                     yield event.event, json.loads(event.data)
         except httpx.HTTPError as exc:
@@ -125,10 +125,10 @@ class Client:
         return self._call("GET", "/v1/documents", params=given)  # type: ignore[no-any-return]
 
     def document(self, doc_id: str) -> dict[str, Any]:
-        return self._call("GET", _document_path(doc_id))  # type: ignore[no-any-return]
+        return self._call("GET", document_path(doc_id))  # type: ignore[no-any-return]
 
     def delete_document(self, doc_id: str) -> dict[str, Any]:
-        return self._call("DELETE", _document_path(doc_id))  # type: ignore[no-any-return]
+        return self._call("DELETE", document_path(doc_id))  # type: ignore[no-any-return]
 
     def delete_where(self, where: Sequence[str]) -> dict[str, Any]:
         """``DELETE /v1/documents?where=key=value…``: every document whose metadata matches."""
@@ -138,7 +138,7 @@ class Client:
         self.http.close()
 
 
-def _document_path(doc_id: str) -> str:
+def document_path(doc_id: str) -> str:
     """The document's URL path: every character that means something in a URL escaped ("#", "?",
     "%", spaces), "/" kept; ids with "." or ".." segments are refused here as the server refuses
     them at ingestion (a URL would resolve them to another document)."""
@@ -147,7 +147,7 @@ def _document_path(doc_id: str) -> str:
     return "/v1/documents/" + quote(doc_id, safe="/")
 
 
-def _error(response: httpx.Response) -> ApiError:
+def error_of(response: httpx.Response) -> ApiError:
     try:
         body = response.json()["error"]
         failures = [f for f in body.get("failures") or [] if isinstance(f, dict)]

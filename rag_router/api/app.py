@@ -13,7 +13,7 @@ from fastapi_offline import FastAPIOffline
 
 from indexers.embed.embedder import Embedder
 from rag_router import __version__, web
-from rag_router.api import errors
+from rag_router.api import errors, mcp_server
 from rag_router.api.context import RequestContext
 from rag_router.api.keys import KeyRing
 from rag_router.api.limits import BodyLimit, InFlightLimit
@@ -69,7 +69,8 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None, freeze_g
         # says ready once it is bound; a port in use fails after this line)
         log.info("services open: data dir %s", settings.data_dir)
         try:
-            yield
+            async with mcp_sessions.run():
+                yield
         finally:
             await app.state.services.close()
 
@@ -91,6 +92,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None, freeze_g
     for router in ROUTERS:
         app.include_router(router, tags=[TAGS[id(router)]])
     app.include_router(web.router)  # the page at / (not in the OpenAPI schema)
+    mcp_sessions = mcp_server.mount(app)  # MCP tools at /mcp (not in the OpenAPI schema)
 
     def rejected() -> None:
         services = getattr(app.state, "services", None)
