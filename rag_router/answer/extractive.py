@@ -124,6 +124,9 @@ def quotable(text: str, title: str | None) -> list[str]:
     """The sentences of a source an answer may quote, as it quotes them: no heading, no title
     line of its own, no bare list marker."""
     folded = _folded(title or "")
+    head, newline, rest = text.lstrip().partition("\n")
+    if title and newline and _folded(head) == folded:  # a plain-text file's title line, whatever
+        text = rest  # its case: not glued to the first sentence, which has no stop between them
     return [
         _quotable(sentence)
         for sentence in sentences(text)

@@ -45,7 +45,11 @@ def tools_server(call: Call) -> MCPServer:
         except ApiError as exc:
             raise ToolError(f"{exc.code}: {exc.message}") from exc
 
-    @server.tool()
+    def tool(fn: Any) -> Any:
+        """Registered with its docstring on one line (the wrapping is the source's, not the text's)."""
+        return server.tool(description=" ".join((fn.__doc__ or "").split()))(fn)
+
+    @tool
     async def search(ctx: Context, query: str, top_k: int = 5, route: str = "auto") -> dict[str, Any]:
         """Search the stored documents: the best passages for the query, with their document
         id, title, clause metadata and score. route: auto | hot | cold | both."""
@@ -66,12 +70,12 @@ def tools_server(call: Call) -> MCPServer:
             "route": body["route"]["reason"],
         }
 
-    @server.tool()
-    async def answer(ctx: Context, question: str, history: list[str] | None = None) -> dict[str, Any]:
+    @tool
+    async def answer(ctx: Context, query: str, history: list[str] | None = None) -> dict[str, Any]:
         """Answer a question from the stored documents, with [n] citations; declines (abstained:
         true) when nothing stored is relevant. history: the conversation's earlier questions,
         oldest first, for follow-ups such as "And Article 18?"."""
-        body = await rest(ctx, "POST", "/v1/answer", json={"query": question, "history": history or []})
+        body = await rest(ctx, "POST", "/v1/answer", json={"query": query, "history": history or []})
         hits = {h["chunk_id"]: h for h in body["hits"]}
         return {
             "answer": body["answer"],
@@ -83,13 +87,13 @@ def tools_server(call: Call) -> MCPServer:
             "notes": body["notes"],
         }
 
-    @server.tool()
+    @tool
     async def list_documents(ctx: Context, limit: int = 50, cursor: str | None = None) -> dict[str, Any]:
         """The stored documents by id, a page at a time (next_cursor: the next page)."""
         params = {"limit": limit, **({"cursor": cursor} if cursor else {})}
         return await rest(ctx, "GET", "/v1/documents", params=params)  # type: ignore[no-any-return]
 
-    @server.tool()
+    @tool
     async def get_document(ctx: Context, doc_id: str) -> dict[str, Any]:
         """One stored document: its text (as ingested), title, metadata and tiers."""
         from rag_router.client import document_path
@@ -97,7 +101,7 @@ def tools_server(call: Call) -> MCPServer:
         body = await rest(ctx, "GET", document_path(doc_id))
         return {k: body[k] for k in ("id", "title", "text", "metadata", "tiers")}
 
-    @server.tool()
+    @tool
     async def ingest_text(
         ctx: Context,
         text: str,

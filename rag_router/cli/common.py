@@ -159,8 +159,9 @@ def api(settings: Settings, url: str | None = None) -> Iterator[Client]:
     found = server_url(settings, url)
     if found is None and not _index_here(settings):
         fail(
-            f"there is no index at {settings.data_dir.resolve()}: ingest documents first with "
-            "`rag-router ingest PATH`, or set RAG_DATA_DIR to the data dir to read"
+            f"there is no index at {settings.data_dir.resolve()} and no server running: start "
+            "`rag-router serve` where your store is, set RAG_DATA_DIR to it, or ingest documents "
+            "first with `rag-router ingest PATH`"
         )
     if found is not None:
         client = Client.connect(found, _api_key(settings))

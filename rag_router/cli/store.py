@@ -150,7 +150,7 @@ def query(
     for n, hit in enumerate(response.hits, 1):
         title = f" — {hit.title}" if hit.title else ""
         typer.echo(visible(f"[{n}] {hit.doc_id}{title} ({hit.tier}, score {hit.score:.4f})"))
-        typer.echo(textwrap.indent(visible(snippet(hit.text)), "    "))
+        typer.echo(textwrap.indent(visible(snippet(hit.text.strip())), "    "))
 
 
 _IDEOGRAPH = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]")

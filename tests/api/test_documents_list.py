@@ -234,6 +234,6 @@ def test_cli_delete_where(client: TestClient, monkeypatch: pytest.MonkeyPatch) -
     write(client, "hot", chunks("kept"))
     monkeypatch.setattr(store, "with_client", lambda url, run: run(Client(client)))
     result = CliRunner().invoke(app, ["documents", "delete", "--where", "dataset=sample"])
-    assert result.exit_code == 0 and "deleted 1 documents (1 chunks)" in result.stdout, result.output
+    assert result.exit_code == 0 and "deleted 1 document (1 chunk)" in result.stdout, result.output
     both = CliRunner().invoke(app, ["documents", "delete", "kept", "--where", "dataset=sample"])
     assert both.exit_code == 2 and "not both" in both.output

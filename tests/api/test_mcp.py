@@ -65,7 +65,7 @@ def test_the_tools_over_http_are_the_rest_api_with_the_callers_key(tmp_path: Pat
         async def red(client: Client) -> dict[str, Any]:
             tools = [t.name for t in (await client.list_tools()).tools]
             found = await client.call_tool("search", {"query": "parking permit price", "top_k": 2})
-            answered = await client.call_tool("answer", {"question": "How many days of paid leave?"})
+            answered = await client.call_tool("answer", {"query": "How many days of paid leave?"})
             added = await client.call_tool(
                 "ingest_text", {"text": "The gym opens at 6:30.", "doc_id": "gym", "title": "Gym"}
             )

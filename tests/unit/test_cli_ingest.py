@@ -12,7 +12,7 @@ import typer
 from rag_router.cli import ingest as cli_ingest
 from rag_router.cli import upload as cli_upload
 from rag_router.cli.report import Summary
-from rag_router.client import ApiError, _document_path
+from rag_router.client import ApiError, document_path
 
 
 class FakeServer:
@@ -105,11 +105,11 @@ def test_an_upload_refused_midway_cancels_the_jobs_already_sent(tmp_path: Path) 
 
 
 def test_document_ids_are_escaped_in_urls_and_dot_segments_refused() -> None:
-    assert _document_path("notes/Q&A #3.md") == "/v1/documents/notes/Q%26A%20%233.md"
-    assert _document_path("what?.md") == "/v1/documents/what%3F.md"
-    assert _document_path("数据/第1条") == "/v1/documents/%E6%95%B0%E6%8D%AE/%E7%AC%AC1%E6%9D%A1"
+    assert document_path("notes/Q&A #3.md") == "/v1/documents/notes/Q%26A%20%233.md"
+    assert document_path("what?.md") == "/v1/documents/what%3F.md"
+    assert document_path("数据/第1条") == "/v1/documents/%E6%95%B0%E6%8D%AE/%E7%AC%AC1%E6%9D%A1"
     with pytest.raises(ApiError):
-        _document_path("a/../b.md")
+        document_path("a/../b.md")
 
 
 def test_ray_work_sizes_reach_the_engine_and_are_refused_without_it(

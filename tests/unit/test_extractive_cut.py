@@ -36,3 +36,13 @@ def test_an_english_word_limit_keeps_the_clause_that_answers() -> None:
     )
     assert answer.startswith("…") and answer.endswith("compulsory. [1]")
     assert count_words(answer.removesuffix(" [1]")) <= 8
+
+
+def test_a_plain_text_files_title_line_is_not_glued_to_its_first_sentence() -> None:
+    from rag_router.answer.extractive import quotable
+
+    text = "Parking at the Harbour office\nStaff parking in the underground garage costs 5 EUR per day.\n"
+    assert quotable(text, "Parking at the Harbour office") == [
+        "Staff parking in the underground garage costs 5 EUR per day."
+    ]
+    assert quotable(text, None)[0].startswith("Parking at the Harbour office Staff")  # no title: as is

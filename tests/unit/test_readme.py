@@ -1,6 +1,6 @@
-"""Every command the README shows runs as written: its `rag-router` lines parse against the CLI,
-its `curl` examples hit routes the API has with bodies its request models accept, and the `make`
-targets and bench scripts it names exist.
+"""Every command the README (and docs/usage.md, docs/operations.md) shows runs as written: its
+`rag-router` lines parse against the CLI, its `curl` examples hit routes the API has with bodies
+its request models accept, and the `make` targets and bench scripts it names exist.
 
 Nothing is run: a command line is resolved to its (Typer's click) command and parsed with
 ``make_context`` (types, required arguments, unknown options, paths in the checkout that must
@@ -28,7 +28,9 @@ from rag_router.cli import app as cli_app
 from rag_router.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+# The README and the docs pages that show commands (the CLI's synopsis moved to docs/usage.md)
+CHECKED = ("README.md", "docs/usage.md", "docs/operations.md")
+README = "\n".join((ROOT / name).read_text(encoding="utf-8") for name in CHECKED)
 FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```[ \t]*$", re.MULTILINE | re.DOTALL)
 SHELL_STOPS = {"|", "||", "&&", ";", ">", ">>", "<", "&"}
 ENV_ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
