@@ -26,3 +26,18 @@ def test_the_readme_says_how_long_the_first_run_takes_and_what_the_embedder_read
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "The first `make run` takes 2–4 minutes" in readme
     assert "reads English only" in (ROOT / "docs" / "chinese.md").read_text(encoding="utf-8")
+
+
+def test_the_sample_is_tagged_so_one_call_removes_it() -> None:
+    """`documents delete --where dataset=sample` removes the sample: every record carries the tag,
+    and keeps its own source."""
+    import json
+
+    records = [
+        json.loads(line)
+        for path in sorted((ROOT / "data" / "sample").glob("*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
+    assert len(records) >= 30
+    assert all(r["metadata"]["dataset"] == "sample" and r["metadata"]["source"] for r in records)
