@@ -10,11 +10,13 @@ error keeps the question as asked (the answer is never held up by this step past
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
 
 from rag_router.answer.llm import LLMClient, LLMError
+from rag_router.search.flow import SearchParams
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,17 @@ class Condenser:
     def __init__(self, llm: LLMClient, *, max_tokens: int = 96) -> None:
         self._llm = llm
         self._max_tokens = max_tokens
+
+    async def rewrite(self, search: SearchParams, history: Sequence[str], deadline: float) -> SearchParams:
+        """``search`` with its query rewritten to stand alone, when it is a follow-up the rules
+        carried nothing to (``carried`` says so); else as it is."""
+        if not history or search.carried is not None:
+            return search
+        standalone = await self.standalone(search.query, history, deadline)
+        if standalone is None:
+            return search
+        carried = {"from": history[-1], "condensed": standalone}
+        return dataclasses.replace(search, query=standalone, carried=carried)
 
     async def standalone(self, question: str, history: Sequence[str], deadline: float) -> str | None:
         """The question rewritten to stand alone, or None (keep it as asked)."""

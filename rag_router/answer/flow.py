@@ -107,22 +107,14 @@ class Answerer:
         self._max_tokens = max_tokens
         self._source_tokens = source_tokens
 
-    async def _condensed(self, params: AnswerParams, deadline: float) -> AnswerParams:
-        """A follow-up the rules carried nothing to, rewritten to stand alone by the LLM."""
-        if self._condenser is None or not params.history or params.search.carried is not None:
-            return params
-        question = params.search.query
-        standalone = await self._condenser.standalone(question, params.history, deadline)
-        if standalone is None:
-            return params
-        carried = {"from": params.history[-1], "condensed": standalone}
-        return replace(params, search=replace(params.search, query=standalone, carried=carried))
-
     async def _prepare(
         self, params: AnswerParams
     ) -> tuple[AnswerParams, SearchOutcome, CompiledPrompt, float]:
         deadline = time.monotonic() + self._timeout  # one deadline: the search's share comes from it
-        params = await self._condensed(params, deadline)
+        if self._condenser is not None:  # a follow-up the rules carried nothing to (answer.condense)
+            params = replace(
+                params, search=await self._condenser.rewrite(params.search, params.history, deadline)
+            )
         outcome = await self._searcher.search(replace(params.search, deadline=deadline))
         await decide(outcome, params.search.query, self._scorer, self._sentence_floor, deadline)
         return params, outcome, self._compile(params, outcome), deadline
