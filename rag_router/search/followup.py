@@ -24,17 +24,15 @@ from rag_router.search.named import document_names
 
 _FEW = 3  # content words at most in a question that leans on the previous one's subject
 _OPENING = re.compile(
-    r"^\s*(?:and|also|then|so|ok(?:ay)?|what about|how about|and what about|what of|same for|"
-    r"那么?|还有|另外|那关于|关于)\b",
+    r"^\s*(?:and|also|then|so|ok(?:ay)?|what about|how about|and what about|what of|same for)\b",
     re.IGNORECASE,
 )
-_CN_OPENING = re.compile(r"^\s*(?:那么?|还有|另外|再问)|呢\s*[？?]?\s*$")
+_CN_OPENING = re.compile(r"^\s*(?:那么?|还有|另外|再问)|呢\s*[？?]?\s*$")  # no \b: no spaces in Chinese
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]+|\d+(?:[.,]\d+)*|[\u4e00-\u9fff]+")
 _STOP_WORDS = """a an the and or of to in on at for from by with about what which who how when where why
-    is are was
-    were be do does did can could may might will would shall should i me my we our you your it its this
-    that these those there say says said tell please also then so ok okay same other again more much many
-    any some"""
+    is are was were be do does did can could may might will would shall should i me my we our you your
+    it its this that these those there say says said tell please also then so ok okay same other again
+    more much many any some"""
 _STOP = frozenset(_STOP_WORDS.split())
 _CN_STOP = (
     "那么",
@@ -127,12 +125,17 @@ def _with_name(question: str, features: QueryFeatures, text: str, previous: Quer
 def _bare_clause(question: str, features: QueryFeatures) -> bool:
     """A clause and little else ("What does Article 18 say?") or a follow-up opening ("And
     Section 4 on hotels?"): a question about a clause that says more names what it is about."""
-    if _OPENING.search(question) or _CN_OPENING.search(question):
+    if _follows_on(question):
         return True
     rest = question
     for clause in sorted(features.clauses, key=lambda c: c.span[0], reverse=True):
         rest = rest[: clause.span[0]] + " " + rest[clause.span[1] :]
     return len(_content(rest)) <= 1
+
+
+def _follows_on(question: str) -> bool:
+    """A follow-up's opening: "and …", "what about …", "那…", "…呢？"."""
+    return bool(_OPENING.search(question) or _CN_OPENING.search(question))
 
 
 def _cjk(ch: str) -> bool:
@@ -143,7 +146,7 @@ def _leans_on_previous(question: str, features: QueryFeatures) -> bool:
     """A follow-up opening and little content of its own ("what about hotels?", "那年假呢？")."""
     if features.laws or features.quoted or features.identifiers:
         return False
-    if not (_OPENING.search(question) or _CN_OPENING.search(question)):
+    if not _follows_on(question):
         return False
     return len(_content(features.searched_text or question)) <= _FEW
 
