@@ -65,19 +65,11 @@ class Client:
         """``POST /v1/answer`` streamed: (event, data) for route, hits, token…, done; an ``error``
         event raises ``ApiError`` as an error answer would."""
         body = {"query": query, "top_k": top_k, "route": route, "stream": True}
-        try:
-            with connect_sse(self.http, "POST", "/v1/answer", json=body, timeout=None) as source:
-                if source.response.status_code >= 400:
-                    source.response.read()
-                    raise error_of(source.response)
-                for event in source.iter_sse():
-                    data = json.loads(event.data)
-                    if event.event == "error":
-                        error = data.get("error", {})
-                        raise ApiError(500, str(error.get("code", "error")), str(error.get("message", data)))
-                    yield event.event, data
-        except httpx.HTTPError as exc:
-            raise ApiError(0, "unreachable", f"{self.http.base_url}: {exc}") from exc
+        for event, data in self._stream("POST", "/v1/answer", json=body):
+            if event == "error":
+                error = data.get("error", {})
+                raise ApiError(500, str(error.get("code", "error")), str(error.get("message", data)))
+            yield event, data
 
     def upload(self, files: Sequence[tuple[str, Path]], *, tier: str = "auto", **form: str) -> dict[str, Any]:
         """``files``: (the name the document id comes from, the local file). One job. ``form``:
@@ -102,8 +94,12 @@ class Client:
 
     def events(self, job_id: str) -> Iterator[tuple[str, dict[str, Any]]]:
         """The job's progress events, until its ``done`` event."""
+        yield from self._stream("GET", f"/v1/ingest/jobs/{job_id}/events")
+
+    def _stream(self, method: str, path: str, **kwargs: Any) -> Iterator[tuple[str, Any]]:
+        """An SSE response's (event, JSON data); an error answer or a lost connection: ``ApiError``."""
         try:
-            with connect_sse(self.http, "GET", f"/v1/ingest/jobs/{job_id}/events", timeout=None) as source:
+            with connect_sse(self.http, method, path, timeout=None, **kwargs) as source:
                 if source.response.status_code >= 400:
                     source.response.read()
                     raise error_of(source.response)

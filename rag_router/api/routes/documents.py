@@ -107,13 +107,22 @@ async def list_documents(
     )
 
 
+async def _fetched(svc: Services, tenant: str, doc_ids: list[str]) -> list[tuple[TierName, StoredChunk]]:
+    """The documents' chunks, each with the tier that holds it (mid-retier: both)."""
+    return [(name, c) for name, tier in svc.tiers.items() for c in await tier.fetch(tenant, doc_ids)]
+
+
 async def _stored(svc: Services, tenant: str, doc_id: str) -> list[tuple[TierName, StoredChunk]]:
-    found: list[tuple[TierName, StoredChunk]] = []
-    for name, tier in svc.tiers.items():
-        found.extend((name, c) for c in await tier.fetch(tenant, [doc_id]))
+    found = await _fetched(svc, tenant, [doc_id])
     if not found:
         raise NotFound(f"document {doc_id!r} not found")
     return found
+
+
+async def _delete(svc: Services, tenant: str, found: list[tuple[TierName, StoredChunk]]) -> None:
+    """The chunks ``found``, removed from their tiers: one call per tier."""
+    for name in {t for t, _ in found}:
+        await svc.tiers[name].delete(tenant, [c.chunk_id for t, c in found if t == name])
 
 
 @router.get("/v1/documents/{doc_id:path}", response_model=DocumentOut, responses=ERROR_RESPONSES)
@@ -137,8 +146,7 @@ async def get_document(doc_id: str, svc: Svc, tenant: Tenant) -> DocumentOut:
 @router.delete("/v1/documents/{doc_id:path}", responses=ERROR_RESPONSES)
 async def delete_document(doc_id: str, svc: Svc, tenant: Tenant) -> dict[str, Any]:
     found = await _stored(svc, tenant, doc_id)
-    for name in {t for t, _ in found}:
-        await svc.tiers[name].delete(tenant, [c.chunk_id for t, c in found if t == name])
+    await _delete(svc, tenant, found)
     return {"id": doc_id, "deleted_chunks": len(found)}
 
 
@@ -161,12 +169,9 @@ async def delete_documents(
     try:
         ids = await matching(svc.tiers, tenant, pairs)
         chunks = 0
-        for doc_id in ids:
-            found = [
-                (name, c) for name, tier in svc.tiers.items() for c in await tier.fetch(tenant, [doc_id])
-            ]
-            for name in {t for t, _ in found}:
-                await svc.tiers[name].delete(tenant, [c.chunk_id for t, c in found if t == name])
+        for at in range(0, len(ids), MAX_LIMIT):  # a page of documents: one fetch, one delete a tier
+            found = await _fetched(svc, tenant, ids[at : at + MAX_LIMIT])
+            await _delete(svc, tenant, found)
             chunks += len(found)
     except Exception as exc:
         raise service_error(exc) or exc from exc
