@@ -167,18 +167,26 @@ def test_sigterm_stops_the_server_and_removes_serve_json(env: Path) -> None:
     assert "predates index.json" not in log  # a new data dir is no older index
 
 
+def in_a_documents_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, text: str) -> Path:
+    """A user's folder of documents outside any store, the working folder, with no data dir chosen."""
+    docs = tmp_path / "mydocs"
+    docs.mkdir()
+    (docs / name).write_text(text, encoding="utf-8")
+    monkeypatch.delenv("RAG_DATA_DIR", raising=False)
+    monkeypatch.delenv("RAG_URL", raising=False)
+    monkeypatch.chdir(docs)
+    return docs
+
+
 @pytest.mark.slow
 def test_a_command_from_any_folder_finds_the_running_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`cd ~/mydocs && rag-router ingest .` while `serve` runs elsewhere: the documents reach that
     server (it says so on stderr), and no second store appears among the documents."""
-    docs = tmp_path / "mydocs"
-    docs.mkdir()
-    (docs / "leave.md").write_text("# Leave\n\nStaff get 28 days of paid leave a year.\n", encoding="utf-8")
-    monkeypatch.delenv("RAG_DATA_DIR", raising=False)
-    monkeypatch.delenv("RAG_URL", raising=False)
-    monkeypatch.chdir(docs)
+    docs = in_a_documents_folder(
+        tmp_path, monkeypatch, "leave.md", "# Leave\n\nStaff get 28 days of paid leave a year.\n"
+    )
     port = free_port()
     with server(tmp_path / "data", port):
         result = runner.invoke(app, ["ingest", "."])
@@ -193,12 +201,7 @@ def test_a_command_from_any_folder_finds_the_running_server(
 def test_no_store_is_created_unasked_inside_the_folder_being_ingested(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    docs = tmp_path / "mydocs"
-    docs.mkdir()
-    (docs / "note.txt").write_text("Parking permits cost 35 EUR a month.\n", encoding="utf-8")
-    monkeypatch.delenv("RAG_DATA_DIR", raising=False)
-    monkeypatch.delenv("RAG_URL", raising=False)
-    monkeypatch.chdir(docs)
+    docs = in_a_documents_folder(tmp_path, monkeypatch, "note.txt", "Parking permits cost 35 EUR a month.\n")
     refused = runner.invoke(app, ["ingest", "."])
     assert refused.exit_code == 2 and "--new-store" in refused.stderr and "RAG_DATA_DIR" in refused.stderr
     assert not (docs / ".rag-data").exists()
