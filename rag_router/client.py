@@ -39,7 +39,8 @@ class Client:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         return cls(httpx.Client(base_url=url, headers=headers, timeout=timeout_s))
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        """One request: its JSON body, or ``ApiError`` (an error answer, or no answer at all)."""
         try:
             response = self.http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
@@ -59,7 +60,7 @@ class Client:
         return response.json()  # type: ignore[no-any-return]  # 503 carries the same body
 
     def search(self, query: str, *, top_k: int = 10, route: str = "auto") -> dict[str, Any]:
-        return self._call("POST", "/v1/search", json={"query": query, "top_k": top_k, "route": route})  # type: ignore[no-any-return]
+        return self.call("POST", "/v1/search", json={"query": query, "top_k": top_k, "route": route})  # type: ignore[no-any-return]
 
     def answer_events(self, query: str, *, top_k: int = 5, route: str = "auto") -> Iterator[tuple[str, Any]]:
         """``POST /v1/answer`` streamed: (event, data) for route, hits, token…, done; an ``error``
@@ -78,19 +79,19 @@ class Client:
         try:
             parts = [("files", (name, handle, "application/octet-stream")) for name, handle in handles]
             data = {"tier": tier, **form}
-            return self._call("POST", "/v1/ingest/files", files=parts, data=data)  # type: ignore[no-any-return]
+            return self.call("POST", "/v1/ingest/files", files=parts, data=data)  # type: ignore[no-any-return]
         finally:
             for _, handle in handles:
                 handle.close()
 
     def job(self, job_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/v1/ingest/jobs/{job_id}")  # type: ignore[no-any-return]
+        return self.call("GET", f"/v1/ingest/jobs/{job_id}")  # type: ignore[no-any-return]
 
     def jobs(self) -> list[dict[str, Any]]:
-        return self._call("GET", "/v1/ingest/jobs")["jobs"]  # type: ignore[no-any-return]
+        return self.call("GET", "/v1/ingest/jobs")["jobs"]  # type: ignore[no-any-return]
 
     def cancel(self, job_id: str) -> dict[str, Any]:
-        return self._call("DELETE", f"/v1/ingest/jobs/{job_id}")  # type: ignore[no-any-return]
+        return self.call("DELETE", f"/v1/ingest/jobs/{job_id}")  # type: ignore[no-any-return]
 
     def events(self, job_id: str) -> Iterator[tuple[str, dict[str, Any]]]:
         """The job's progress events, until its ``done`` event."""
@@ -109,7 +110,7 @@ class Client:
             raise ApiError(0, "unreachable", f"{self.http.base_url}: {exc}") from exc
 
     def retier(self, *, dry_run: bool = False) -> dict[str, Any]:
-        return self._call("POST", "/v1/retier", json={"dry_run": dry_run})  # type: ignore[no-any-return]
+        return self.call("POST", "/v1/retier", json={"dry_run": dry_run})  # type: ignore[no-any-return]
 
     def documents(
         self, *, limit: int = 50, cursor: str | None = None, **filters: str | None
@@ -118,17 +119,17 @@ class Client:
         ``date_gte``, ``date_lte``, ``title_prefix``. The next page: ``cursor=page["next_cursor"]``."""
         params = {"limit": limit, "cursor": cursor, **filters}
         given = {k: v for k, v in params.items() if v is not None}
-        return self._call("GET", "/v1/documents", params=given)  # type: ignore[no-any-return]
+        return self.call("GET", "/v1/documents", params=given)  # type: ignore[no-any-return]
 
     def document(self, doc_id: str) -> dict[str, Any]:
-        return self._call("GET", document_path(doc_id))  # type: ignore[no-any-return]
+        return self.call("GET", document_path(doc_id))  # type: ignore[no-any-return]
 
     def delete_document(self, doc_id: str) -> dict[str, Any]:
-        return self._call("DELETE", document_path(doc_id))  # type: ignore[no-any-return]
+        return self.call("DELETE", document_path(doc_id))  # type: ignore[no-any-return]
 
     def delete_where(self, where: Sequence[str]) -> dict[str, Any]:
         """``DELETE /v1/documents?where=key=value…``: every document whose metadata matches."""
-        return self._call("DELETE", "/v1/documents", params=[("where", w) for w in where])  # type: ignore[no-any-return]
+        return self.call("DELETE", "/v1/documents", params=[("where", w) for w in where])  # type: ignore[no-any-return]
 
     def close(self) -> None:
         self.http.close()

@@ -20,19 +20,13 @@ def mcp(url: Url = None) -> None:
     import anyio
 
     from rag_router.api.mcp_server import tools_server
-    from rag_router.client import Client, error_of
 
     settings = get_settings()
     setup_logging(settings)
     with api(settings, url) as client:
 
         async def call(method: str, path: str, auth: str | None, kwargs: dict[str, Any]) -> Any:
-            return await anyio.to_thread.run_sync(lambda: _send(client, method, path, kwargs))
-
-        def _send(c: Client, method: str, path: str, kwargs: dict[str, Any]) -> Any:
-            response = c.http.request(method, path, **kwargs)  # the CLI's key (RAG_API_KEY) goes with it
-            if response.status_code >= 400:
-                raise error_of(response)
-            return response.json()
+            # the CLI's key (RAG_API_KEY) goes with every request, whoever asks over stdio
+            return await anyio.to_thread.run_sync(lambda: client.call(method, path, **kwargs))
 
         tools_server(call).run("stdio")
