@@ -143,6 +143,8 @@ def test_the_page_end_to_end(base_url: str, browser: Any, tmp_path: Path) -> Non
     q.send_keys("What does Article 17 say?")
     by_id(d, "ask-button").click()
     open_route(d)  # folded behind "Route and timings": the answer comes first
+    # the marks are drawn at the route event and again at done: read them once the answer is done
+    wait(d, lambda _: by_id(d, "ask-button").is_enabled() and by_id(d, "answer-mode").text not in ("", "…"))
     mark = wait(d, lambda _: d.find_elements(By.CSS_SELECTOR, "#query-marked mark.clause"))[0]
     assert mark.text == "Article 17"
     wait(d, lambda _: "article" in by_id(d, "route-reason").text)
