@@ -244,9 +244,19 @@ class Answerer:
         deadline: float,
         question: str,
     ) -> AnswerOutcome:
-        result = AnswerOutcome(
-            outcome, "llm", finish_reason=completion.finish_reason, usage=completion.usage()
-        )
+        done = await self._checked(outcome, prompt, completion, deadline, question)
+        done.usage = completion.usage()  # spent whether the model's answer was kept or replaced
+        return done
+
+    async def _checked(
+        self,
+        outcome: SearchOutcome,
+        prompt: CompiledPrompt,
+        completion: Completion,
+        deadline: float,
+        question: str,
+    ) -> AnswerOutcome:
+        result = AnswerOutcome(outcome, "llm", finish_reason=completion.finish_reason)
         text = completion.text.strip()
         if prompt.constraints.format == "json":
             parsed = parse_json(text, prompt.constraints.json_fields or ("answer",))

@@ -349,3 +349,4 @@ def test_an_answer_none_of_whose_claims_hold_is_replaced_by_quotes(
     assert body["mode"] == "extractive" and body["degraded"] is True
     assert "12 years" not in body["answer"] and body["citations"]
     assert any("do not support the model's claims" in n for n in body["notes"]), body["notes"]
+    assert body["usage"]["prompt_tokens"] == 100  # the replaced answer's tokens were still spent
