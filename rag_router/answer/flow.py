@@ -195,7 +195,8 @@ class Answerer:
             completion = Completion(text=exc.partial, finish_reason="length")
         except LLMError as exc:
             return self._extractive(outcome, prompt, params.search.query, exc)
-        return await self._finish(outcome, prompt, completion, deadline, params.search.query)
+        done = await self._finish(outcome, prompt, completion, deadline, params.search.query)
+        return _spent(done, completion)
 
     async def events(self, params: AnswerParams) -> AsyncIterator[tuple[str, Any]]:
         """(event, data) pairs: route, hits, token (repeated), done (an AnswerOutcome)."""
@@ -234,21 +235,10 @@ class Answerer:
             if not (isinstance(exc, LLMTruncated) and past_the_limit(prompt, completion.text)):
                 yield "done", self._extractive(outcome, prompt, params.search.query, exc)
                 return
-        yield "done", await self._finish(outcome, prompt, completion, deadline, params.search.query)
+        done = await self._finish(outcome, prompt, completion, deadline, params.search.query)
+        yield "done", _spent(done, completion)
 
     async def _finish(
-        self,
-        outcome: SearchOutcome,
-        prompt: CompiledPrompt,
-        completion: Completion,
-        deadline: float,
-        question: str,
-    ) -> AnswerOutcome:
-        done = await self._checked(outcome, prompt, completion, deadline, question)
-        done.usage = completion.usage()  # spent whether the model's answer was kept or replaced
-        return done
-
-    async def _checked(
         self,
         outcome: SearchOutcome,
         prompt: CompiledPrompt,
@@ -364,6 +354,11 @@ class Answerer:
             {"n": n, "chunk_id": by_n[n].chunk_id, "doc_id": by_n[n].doc_id} for n in cited.numbers
         ]
         result.dropped_citations = cited.dropped
+
+
+def _spent(done: AnswerOutcome, completion: Completion) -> AnswerOutcome:
+    done.usage = completion.usage()  # the tokens were spent whether the answer was kept or replaced
+    return done
 
 
 def _stored(outcome: SearchOutcome, prompt: CompiledPrompt) -> list[str]:
