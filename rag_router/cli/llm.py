@@ -205,8 +205,8 @@ def serve(
             typer.echo(f"RAG_LLM__SOURCE_TOKENS={CPU_SOURCE_TOKENS}")
             console.print("Ctrl-C stops it.")
             with contextlib.suppress(KeyboardInterrupt):
-                while True:
-                    time.sleep(3600)
+                while True:  # short sleeps: a SIGINT that lands on one of llama.cpp's threads
+                    time.sleep(0.5)  # is only raised here once this thread wakes up
     except LocalModelError as exc:
         fail(str(exc))
 
