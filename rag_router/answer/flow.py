@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -21,7 +21,15 @@ from rag_router.answer.evidence import SentenceFloor, SentenceScorer
 from rag_router.answer.extractive import extractive_answer, sentences
 from rag_router.answer.limit import limit, past_the_limit
 from rag_router.answer.llm import Completion, LLMClient, LLMContextExceeded, LLMError, LLMTruncated
-from rag_router.answer.parse import Grounded, ground, parse_citations, parse_json
+from rag_router.answer.parse import (
+    Grounded,
+    extractive_json,
+    ground,
+    hopeless_json,
+    json_text,
+    parse_citations,
+    parse_json,
+)
 from rag_router.answer.prompting import (
     CompiledPrompt,
     Constraints,
@@ -36,7 +44,6 @@ from rag_router.search.instructions import strip_instructions
 log = logging.getLogger(__name__)
 
 Mode = Literal["llm", "extractive"]
-JSON_PROSE_LIMIT = 300  # characters of output with no "{" yet: a JSON answer is not coming
 # Each source reaches the model as the sentence that shares most of the question's terms, the
 # first LEAD_SOURCES sources with FOCUS_WINDOW sentences either side: on 2 cores llama.cpp reads
 # ~120-210 prompt tokens/s, so the prompt is most of the time to first token, and the lower
@@ -220,7 +227,7 @@ class Answerer:
                     async for delta in self.llm.stream(
                         prompt.messages, deadline=deadline, result=completion, **_llm_params(prompt)
                     ):
-                        if prompt.constraints.format == "json" and _hopeless_json(completion.text):
+                        if prompt.constraints.format == "json" and hopeless_json(completion.text):
                             raise LLMError("the output is prose, not the JSON object asked for")
                         yield "token", delta
                     break
@@ -265,11 +272,11 @@ class Answerer:
                 if not value["answer"]:
                     return self._extractive(outcome, prompt, question, LLMError(note or ""))
             else:
-                grounded = self._ground(prompt, _json_text(value))
+                grounded = self._ground(prompt, json_text(value))
             if not grounded.grounded or not grounded.text:
                 return self._ungrounded(outcome, prompt, question, grounded)
             result.answer_json = value
-            text = _json_text(value)
+            text = json_text(value)
         else:
             grounded = self._ground(prompt, text)
             if not grounded.grounded or not grounded.text:
@@ -381,23 +388,5 @@ def _abstain(outcome: SearchOutcome, prompt: CompiledPrompt) -> AnswerOutcome:
     return AnswerOutcome(outcome, "extractive", answer=declined(outcome, language), abstained=True)
 
 
-def extractive_json(text: str, fields: Sequence[str], metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """The JSON object asked for, without an LLM: the answer text, and the fields the top source's
-    metadata has ("article", "law", "date", ...); null for the rest."""
-    names = list(fields) or ["answer"]
-    answer = "answer" if "answer" in names else names[0]
-    return {name: text if name == answer else metadata.get(name) for name in names}
-
-
 def _llm_params(prompt: CompiledPrompt) -> dict[str, Any]:
     return {"max_tokens": prompt.max_tokens, "response_format": prompt.response_format}
-
-
-def _hopeless_json(text: str) -> bool:
-    return "{" not in text and len(text.strip()) > JSON_PROSE_LIMIT
-
-
-def _json_text(value: dict[str, Any]) -> str:
-    """The JSON answer's string values, for citations and for clients that show text."""
-    parts = [v for v in value.values() if isinstance(v, str)]
-    return " ".join(parts)

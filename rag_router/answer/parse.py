@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -330,3 +330,24 @@ def _best_source(terms: set[str], source_terms: Sequence[set[str]]) -> tuple[int
         if found > share:
             best, share = n, found
     return best, share
+
+
+JSON_PROSE_LIMIT = 300  # characters of output with no "{" yet: a JSON answer is not coming
+
+
+def hopeless_json(text: str) -> bool:
+    return "{" not in text and len(text.strip()) > JSON_PROSE_LIMIT
+
+
+def json_text(value: dict[str, Any]) -> str:
+    """The JSON answer's string values, for citations and for clients that show text."""
+    parts = [v for v in value.values() if isinstance(v, str)]
+    return " ".join(parts)
+
+
+def extractive_json(text: str, fields: Sequence[str], metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON object asked for, without an LLM: the answer text, and the fields the top source's
+    metadata has ("article", "law", "date", ...); null for the rest."""
+    names = list(fields) or ["answer"]
+    answer = "answer" if "answer" in names else names[0]
+    return {name: text if name == answer else metadata.get(name) for name in names}
