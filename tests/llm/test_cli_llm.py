@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -35,37 +37,46 @@ def test_a_missing_gguf_is_one_line_and_status_2(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "no such GGUF file" in result.output
 
 
-def test_serve_prints_the_settings_that_use_it_and_answers() -> None:
-    port = free_port()
+@contextlib.contextmanager
+def _llm_serve(port: int, **env: str) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
+    """`rag-router llm serve` on ``port`` and the four settings lines it prints; killed at the end
+    whatever happened (a wait on a process that ignores its signal would hang the suite)."""
     command = [sys.executable, "-m", "rag_router.cli", "llm", "serve", "--port", str(port), "--ctx", "512"]
-    env = {**os.environ, "RAG_LLM__LOCAL_ALIAS": "tiny"}
     with subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
         preexec_fn=_sigint_default,
-        env=env,
+        env={**os.environ, **env},
     ) as proc:
         try:
             assert proc.stdout is not None
-            lines = [proc.stdout.readline().strip() for _ in range(4)]
-            assert lines == [
-                f"RAG_LLM__BASE_URL=http://127.0.0.1:{port}/v1",
-                "RAG_LLM__MODEL=tiny",
-                "RAG_LLM__CONTEXT_TOKENS=512",
-                f"RAG_LLM__SOURCE_TOKENS={CPU_SOURCE_TOKENS}",
-            ]
-            models = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).json()
-            assert models["data"][0]["id"] == "tiny"
+            yield proc, [proc.stdout.readline().strip() for _ in range(4)]
         finally:
-            proc.send_signal(signal.SIGINT)
-            try:
-                code = proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()  # else the with block's own wait() hangs the suite
-                code = None
-            assert code == 0, "llm serve did not stop on SIGINT within 30 s"
+            proc.kill()
+
+
+def _exit_code(proc: subprocess.Popen[str]) -> int | None:
+    try:
+        return proc.wait(30)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def test_serve_prints_the_settings_that_use_it_and_answers() -> None:
+    port = free_port()
+    with _llm_serve(port, RAG_LLM__LOCAL_ALIAS="tiny") as (proc, lines):
+        assert lines == [
+            f"RAG_LLM__BASE_URL=http://127.0.0.1:{port}/v1",
+            "RAG_LLM__MODEL=tiny",
+            "RAG_LLM__CONTEXT_TOKENS=512",
+            f"RAG_LLM__SOURCE_TOKENS={CPU_SOURCE_TOKENS}",
+        ]
+        models = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).json()
+        assert models["data"][0]["id"] == "tiny"
+        proc.send_signal(signal.SIGINT)
+        assert _exit_code(proc) == 0, "llm serve did not stop on SIGINT within 30 s"
 
 
 def test_serve_stops_on_a_sigint_that_lands_on_one_of_llama_cpps_threads() -> None:
@@ -74,25 +85,13 @@ def test_serve_stops_on_a_sigint_that_lands_on_one_of_llama_cpps_threads() -> No
     import ctypes
 
     port = free_port()
-    command = [sys.executable, "-m", "rag_router.cli", "llm", "serve", "--port", str(port), "--ctx", "512"]
-    with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, preexec_fn=_sigint_default
-    ) as proc:
-        try:
-            assert proc.stdout is not None
-            for _ in range(4):
-                proc.stdout.readline()
-            assert httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).status_code == 200
-            tids = [int(t.name) for t in Path(f"/proc/{proc.pid}/task").iterdir()]
-            others = [t for t in tids if t != proc.pid]
-            assert others, "llama.cpp runs threads of its own"
-            assert ctypes.CDLL(None).tgkill(proc.pid, max(others), signal.SIGINT) == 0
-            code = proc.wait(30)
-        except subprocess.TimeoutExpired:
-            code = None
-        finally:
-            proc.kill()
-    assert code == 0, "llm serve did not stop within 30 s of a SIGINT on another thread"
+    with _llm_serve(port) as (proc, _):
+        assert httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).status_code == 200
+        tids = [int(t.name) for t in Path(f"/proc/{proc.pid}/task").iterdir()]
+        others = [t for t in tids if t != proc.pid]
+        assert others, "llama.cpp runs threads of its own"
+        assert ctypes.CDLL(None).tgkill(proc.pid, max(others), signal.SIGINT) == 0
+        assert _exit_code(proc) == 0, "llm serve did not stop within 30 s of a SIGINT on another thread"
 
 
 def test_serve_local_llm_runs_the_model_beside_the_service_for_as_long_as_it_runs(tmp_path: Path) -> None:
