@@ -6,7 +6,7 @@ import datetime as dt
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -75,6 +75,8 @@ class Store:
         self.writer.executescript(SCHEMA)
         # Tenants ever written (never shrinks): one tenant means a tenant filter admits every row.
         self.tenants = {r[0] for r in self.writer.execute("SELECT DISTINCT tenant FROM chunks")}
+        # A listing's total by its filters, with the version it was counted at (``counted``)
+        self._totals: dict[tuple[Any, ...], tuple[int, int]] = {}
 
     def _connect(self, shared: bool = False) -> sqlite3.Connection:
         return connect(self._path, shared=shared, page_size=PAGE_SIZE)
@@ -109,6 +111,21 @@ class Store:
         row = self.reader().execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
         return int(row[0]) if row else 0
 
+    def counted(self, key: tuple[Any, ...], count: Callable[[], int]) -> int:
+        """``count()``, once per store version for each ``key``: paging through N documents
+        counted all N on every page (a walk of the (tenant, doc_id) index), so a walk of the
+        list, or a delete by filter, grew as N². The version is read before counting, so a
+        write landing meanwhile is counted early, never missed."""
+        version = self.version()
+        hit = self._totals.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        total = count()
+        if len(self._totals) >= 64:
+            self._totals.clear()
+        self._totals[key] = (version, total)
+        return total
+
     def close(self) -> None:
         self.writer.close()
 
@@ -140,7 +157,7 @@ def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
     return " AND ".join(sql), args
 
 
-def document_page(conn: sqlite3.Connection, query: DocumentQuery) -> DocumentPage:
+def document_page(conn: sqlite3.Connection, query: DocumentQuery, store: Store | None = None) -> DocumentPage:
     """One page of documents: an indexed walk of (tenant, doc_id) after the cursor, grouped by id.
 
     The bare ``title``/``metadata`` columns come from the row holding ``MIN(n)`` (SQLite's rule
@@ -152,7 +169,12 @@ def document_page(conn: sqlite3.Connection, query: DocumentQuery) -> DocumentPag
         conn.create_function("title_matches", 2, title_matches, deterministic=True)
         where += " AND title_matches(title, ?)"
         args.append(query.title_prefix)
-    total = conn.execute(f"SELECT COUNT(DISTINCT doc_id) FROM chunks WHERE {where}", args).fetchone()[0]
+    sql = f"SELECT COUNT(DISTINCT doc_id) FROM chunks WHERE {where}"
+
+    def count() -> int:
+        return int(conn.execute(sql, args).fetchone()[0])
+
+    total = store.counted((sql, *args), count) if store is not None else count()
     after = [query.after] if query.after is not None else []
     rows = conn.execute(
         f"SELECT doc_id, COUNT(*), MIN(n), title, metadata FROM chunks WHERE {where}"

@@ -269,7 +269,8 @@ class LocalCold(BulkLoads):
         return int(conn.execute("SELECT COUNT(*) FROM chunks WHERE tenant = ?", (tenant,)).fetchone()[0])
 
     def documents(self, query: DocumentQuery) -> DocumentPage:
-        return document_page(self._parts()[0].reader(), query)
+        store = self._parts()[0]
+        return document_page(store.reader(), query, store)
 
     def flush(self) -> None:
         """Persist the FAISS index (tantivy and SQLite are durable on every write)."""
