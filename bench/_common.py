@@ -58,34 +58,49 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@contextlib.contextmanager
-def server(
-    env: dict[str, str], log_path: Path, ready_s: float = 120
-) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """``rag-router serve`` on loopback with extra environment; yields its base URL and process."""
+def start_server(
+    env: dict[str, str], log_path: Path, ready_s: float = 120, mode: str = "w"
+) -> tuple[str, subprocess.Popen[bytes], float]:
+    """``rag-router serve`` on loopback with extra environment, started and waited for (up to
+    ``ready_s``); its base URL, process and the seconds until ``/readyz`` answered 200."""
     port = free_port()
     full_env = {**os.environ, "RAG_LOG_LEVEL": "INFO", **env}
-    with log_path.open("w") as log:
+    began = time.perf_counter()
+    with log_path.open(mode) as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "rag_router.cli", "serve", "--port", str(port)],
             env=full_env,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + ready_s
-            while time.monotonic() < deadline:
-                with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                        break
-                if proc.poll() is not None:
-                    raise RuntimeError(f"server exited; see {log_path}")
-                time.sleep(0.5)
-            yield url, proc
-        finally:
-            proc.terminate()
-            proc.wait(timeout=60)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + ready_s
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited {proc.returncode}; see {log_path}")
+            time.sleep(0.1)
+    except BaseException:
+        proc.terminate()
+        proc.wait(timeout=60)
+        raise
+    return url, proc, time.perf_counter() - began
+
+
+@contextlib.contextmanager
+def server(
+    env: dict[str, str], log_path: Path, ready_s: float = 120
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``rag-router serve`` on loopback with extra environment; yields its base URL and process."""
+    url, proc, _ = start_server(env, log_path, ready_s)
+    try:
+        yield url, proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
 
 
 def emit(result: dict[str, Any], out: Path | None) -> None:

@@ -35,8 +35,17 @@ from bench.scale_measure import measure
 
 def _ingest(paths: list[Path], data_dir: Path, engine: str, log: Path) -> dict[str, Any]:
     env = {**os.environ, "RAG_DATA_DIR": str(data_dir), "RAG_LOG_LEVEL": "WARNING"}
-    command = [sys.executable, "-m", "rag_router.cli", "ingest", *map(str, paths), "--tier", "cold"]
-    command += ["--engine", engine]
+    command = [
+        sys.executable,
+        "-m",
+        "rag_router.cli",
+        "ingest",
+        *map(str, paths),
+        "--tier",
+        "cold",
+        "--engine",
+        engine,
+    ]
     began = time.perf_counter()
     with log.open("a") as out:
         done = subprocess.run(command, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)

@@ -21,7 +21,6 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from bench._common import free_port, percentiles
+from bench._common import percentiles, start_server
 
 PROBE = "quorblax"  # no analyzer splits it; no corpus has it
 
@@ -248,24 +247,9 @@ async def _through_server(
 
 
 def _serve(data_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], str, float]:
-    port = free_port()
-    env = {**os.environ, "RAG_DATA_DIR": str(data_dir), "RAG_LOG_LEVEL": "WARNING"}
-    began = time.perf_counter()
-    with log.open("a") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "rag_router.cli", "serve", "--port", str(port)],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    while True:
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return proc, url, time.perf_counter() - began
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited {proc.returncode}; see {log}")
-        time.sleep(0.1)
+    env = {"RAG_DATA_DIR": str(data_dir), "RAG_LOG_LEVEL": "WARNING"}
+    url, proc, ready = start_server(env, log, ready_s=3600, mode="a")
+    return proc, url, ready
 
 
 def exact_recall(
@@ -318,8 +302,6 @@ def exact_recall(
 def measure(
     data_dir: Path, args: argparse.Namespace, *, light: bool, log: Path, delete_batch: str | None = None
 ) -> dict[str, Any]:
-    from rag_router.settings import get_settings  # noqa: F401 (fails early where the service is not installed)
-
     with sqlite3.connect(f"file:{data_dir / 'cold' / 'cold.sqlite'}?mode=ro", uri=True) as conn:
         chunks, documents = conn.execute("SELECT COUNT(*), COUNT(DISTINCT doc_id) FROM chunks").fetchone()
     out: dict[str, Any] = {"cold_chunks": chunks, "cold_documents": documents, "disk_mb": _disk(data_dir)}
