@@ -58,7 +58,9 @@ class BulkLoads:
     def _parts(self) -> tuple[Store, LexicalIndex, VectorIndex]:
         raise NotImplementedError
 
-    def _catch_up(self, store: Store, lexical: LexicalIndex, vectors: VectorIndex) -> None:
+    def _catch_up(
+        self, store: Store, lexical: LexicalIndex, vectors: VectorIndex, kmeans: KMeans | None = None
+    ) -> None:
         raise NotImplementedError
 
     def lookup(self) -> ColdLookup:
@@ -68,11 +70,12 @@ class BulkLoads:
     def bulk_begin(self, *, threads: int = 4, heap_mb: int = 512, kmeans: KMeans | None = None) -> None:
         """Until ``bulk_end``: tantivy indexes with ``threads`` and commits on ``bulk_commit`` or
         ``bulk_commit_later``, FAISS is brought up to date once at the end (searches meanwhile
-        miss the new vectors; ``kmeans`` trains its lists, on a GPU say). Into an empty tier, the
-        adopted vectors are kept in memory as they come, so the end builds FAISS without reading
-        SQLite back. SQLite's writer keeps up to ``BULK_CACHE_MIB`` of pages meanwhile (the
-        indexes' pages, which every adoption rewrites, stay in memory), and a thread of its own
-        copies the WAL into the database after each adoption (``Checkpointer``)."""
+        miss the new vectors; ``kmeans`` trains its lists and puts vectors in them, on a GPU
+        say). Into an empty tier, the adopted vectors are kept in memory as they come, so the
+        end builds FAISS without reading SQLite back. SQLite's writer keeps up to
+        ``BULK_CACHE_MIB`` of pages meanwhile (the indexes' pages, which every adoption
+        rewrites, stay in memory), and a thread of its own copies the WAL into the database
+        after each adoption (``Checkpointer``)."""
         store, lexical, vectors = self._parts()
         with store.write_lock:
             store.writer.execute(f"PRAGMA cache_size=-{BULK_CACHE_MIB * 1024}")
@@ -234,7 +237,9 @@ class BulkLoads:
             lexical.writer.rollback()
         if failed is not None or (not built and store.version() != self._version_before):
             began = time.perf_counter()
-            self._catch_up(store, lexical, vectors)  # a re-run that wrote nothing skips it
+            # a re-run that wrote nothing skips it; into a non-empty tier, the load's k-means
+            # trains FAISS's lists when the store outgrew them (else the CPU's took minutes at 1M)
+            self._catch_up(store, lexical, vectors, self._kmeans)
             self._spent("vectors", began)
         self._feed_failed = None  # tantivy caught up: other writes may go on
         return failed

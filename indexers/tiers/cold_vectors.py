@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-import threading
+import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -11,6 +11,7 @@ from typing import Any
 
 import faiss
 import numpy as np
+from readerwriterlock import rwlock
 
 from indexers.records import Vector
 from indexers.tiers.cold_store import write_atomic
@@ -21,6 +22,23 @@ KMeans = Callable[[Vector, int], Vector]
 # its list on the CPU first, which over 256 vectors a list was most of the index build at 2M
 # chunks. 65,536 measured the same recall as the whole sample (docs/benchmarks.md).
 ENCODER_SAMPLE = 65_536
+# The IVF lists are retrained once the store holds this many times the vectors they were trained
+# for: its lists ~ 4·sqrt(N), so by then the trained ones are half as many as the store wants, each
+# twice as long, and a search at the same nprobe scans twice the vectors (as found at 1M chunks).
+REGROW = 4
+# nprobe is chosen at build time for this recall@10 against exact search on query-like probes
+# (``probes``): above the 0.95 questions should reach, for the probes' own noise (256 of them).
+# Over 20k sentences SciFact's claims then reached 0.959 (0.95 at the probes' 0.95).
+RECALL_TARGET = 0.97
+CALIBRATION_QUERIES = 256
+# ...and never fewer lists than nlist // FLOOR, for queries unlike any stored text: probes from
+# other clusters than the stored vectors' needed 11 lists of 252 where the calibration chose 8
+# (tests/contract: test_ann_recall_after_reopen); the old default, 0.95 at 1M chunks.
+FLOOR = 16
+# Threads one IVF search spreads its lists over (FAISS's parallel_mode 1), from each reader thread
+# of the tier (``threaded.READERS``): one client's search uses several cores, many clients' use
+# them all without more threads than cores. 1 on a 2-core machine: each search in its own thread.
+SEARCH_THREADS = max(1, (os.cpu_count() or 1) // 4)
 
 
 class VectorIndex:
@@ -31,21 +49,25 @@ class VectorIndex:
         self.dim = dim
         self.ivf_threshold = ivf_threshold
         self.watermark_file = path.with_suffix(".watermark")
-        self.lock = threading.Lock()
+        # searches share it (FAISS searches concurrently); a write takes it alone
+        self.lock = rwlock.RWLockWrite()
         self.index: Any = None
         self.dirty = False
 
     def load(self) -> int:
         """Open the saved index; returns its watermark (0 when rebuilt from scratch)."""
         if self.path.exists() and self.watermark_file.exists():
-            self.index = faiss.read_index(str(self.path))
+            self.index = _parallel(faiss.read_index(str(self.path)))
             return int(self.watermark_file.read_text())
         self.index = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
         return 0
 
     def wants_rebuild(self, n: int) -> bool:
+        """Whether ``n`` vectors want another kind of index, or IVF lists trained anew (``REGROW``)."""
         is_ivf = self.index is not None and not isinstance(self.index, faiss.IndexIDMap2)
-        return (n >= self.ivf_threshold) != is_ivf
+        if (n >= self.ivf_threshold) != is_ivf:
+            return True
+        return is_ivf and faiss.extract_index_ivf(self.index).nlist * math.sqrt(REGROW) <= lists_for(n)
 
     def build(
         self, seqs: np.ndarray[Any, Any], vectors: Vector, kmeans: KMeans | None = None
@@ -59,7 +81,7 @@ class VectorIndex:
         if n < self.ivf_threshold:
             index: Any = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
         else:
-            nlist = int(4 * math.sqrt(n))
+            nlist = lists_for(n)
             quantizer = faiss.IndexFlatIP(self.dim)
             index = faiss.IndexIVFScalarQuantizer(
                 quantizer, self.dim, nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
@@ -74,20 +96,16 @@ class VectorIndex:
                 self._train_encoder(index, sample[:ENCODER_SAMPLE], centroids, assign)  # shuffled
             else:
                 index.train(sample)
-            index.nprobe = max(8, nlist // 16)
             steps["train"] = time.perf_counter() - began
-            began = time.perf_counter()
-            if assign is not None:  # FAISS only encodes
-                x = np.ascontiguousarray(vectors, dtype=np.float32)
-                ids = np.ascontiguousarray(seqs, dtype=np.int64)
-                lists = np.ascontiguousarray(assign(x, centroids), dtype=np.int64)
-                index.add_core(n, faiss.swig_ptr(x), faiss.swig_ptr(ids), faiss.swig_ptr(lists))
-                n = 0
-        if n:
-            index.add_with_ids(vectors, seqs)
+        began = time.perf_counter()
+        _add(index, seqs, vectors, getattr(kmeans, "assign", None))
         steps["add"] = time.perf_counter() - began
-        with self.lock:
-            self.index = index
+        if n >= self.ivf_threshold:
+            began = time.perf_counter()
+            index.nprobe = calibrate(index, seqs, vectors)
+            steps["calibrate"] = time.perf_counter() - began
+        with self.lock.gen_wlock():
+            self.index = _parallel(index)
             self.dirty = True
         return steps
 
@@ -106,21 +124,26 @@ class VectorIndex:
         index.train_encoder(len(x), faiss.swig_ptr(x), faiss.swig_ptr(lists))
         index.is_trained = True
 
-    def apply(self, seqs: Sequence[int], vectors: Vector, deleted: Sequence[int]) -> None:
-        with self.lock:
+    def apply(
+        self, seqs: Sequence[int], vectors: Vector, deleted: Sequence[int], kmeans: KMeans | None = None
+    ) -> None:
+        """Replace ``seqs``' vectors and drop ``deleted``; ``kmeans`` may put them in their lists
+        (its ``assign``, on a GPU say: a bulk load's catch-up brings millions)."""
+        with self.lock.gen_wlock():
             gone = np.asarray(list(seqs) + list(deleted), dtype=np.int64)
             if len(gone):
                 self.index.remove_ids(gone)
             if len(seqs):
-                self.index.add_with_ids(vectors, np.asarray(seqs, dtype=np.int64))
+                _add(self.index, np.asarray(seqs, dtype=np.int64), vectors, getattr(kmeans, "assign", None))
             self.dirty = True
 
     def search(
         self, vector: Vector, k: int, allowed: np.ndarray[Any, Any] | None, exact: bool
     ) -> list[tuple[int, float]]:
-        with self.lock:
+        with self.lock.gen_rlock():
             if self.index.ntotal == 0 or (allowed is not None and len(allowed) == 0):
                 return []
+            faiss.omp_set_num_threads(SEARCH_THREADS)  # this thread's teams (an OpenMP setting per thread)
             # The selector must outlive the search: params only hold a raw pointer to it.
             selector = faiss.IDSelectorBatch(allowed) if allowed is not None else None
             params = self._params(selector, exact)
@@ -140,7 +163,9 @@ class VectorIndex:
         return params
 
     def save(self, version: int) -> None:
-        with self.lock:
+        """Write the index beside searches (a 10M index takes seconds); callers hold the store's
+        write lock, so no change or other save runs meanwhile."""
+        with self.lock.gen_rlock():
             if not self.dirty:
                 return
             tmp = self.path.with_suffix(".tmp")
@@ -148,3 +173,90 @@ class VectorIndex:
             tmp.replace(self.path)
             self.dirty = False
         write_atomic(self.watermark_file, str(version))
+
+
+def _parallel(index: Any) -> Any:
+    """An IVF index that splits one query's lists over threads (FAISS's default splits a batch
+    by query: one query at a time, as the service asks, ran on one core)."""
+    if not isinstance(index, faiss.IndexIDMap2):
+        faiss.extract_index_ivf(index).parallel_mode = 1
+    return index
+
+
+def lists_for(n: int) -> int:
+    """IVF lists for ``n`` vectors: 4·sqrt(n), FAISS's rule of thumb."""
+    return int(4 * math.sqrt(n))
+
+
+def _add(index: Any, seqs: np.ndarray[Any, Any], vectors: Vector, assign: Any) -> None:
+    """Add under ``seqs``; an IVF's lists found by ``assign`` (vectors, centroids) when given, so
+    FAISS only encodes (its own assignment on the CPU was most of adding 500k vectors)."""
+    ivf = None if isinstance(index, faiss.IndexIDMap2) else faiss.extract_index_ivf(index)
+    if ivf is None or assign is None or not len(seqs):
+        if len(seqs):
+            index.add_with_ids(vectors, seqs)
+        return
+    centroids = ivf.quantizer.reconstruct_n(0, ivf.nlist)
+    x = np.ascontiguousarray(vectors, dtype=np.float32)
+    ids = np.ascontiguousarray(seqs, dtype=np.int64)
+    lists = np.ascontiguousarray(assign(x, centroids), dtype=np.int64)
+    ivf.add_core(len(x), faiss.swig_ptr(x), faiss.swig_ptr(ids), faiss.swig_ptr(lists))
+
+
+def calibrate(
+    index: Any,
+    seqs: np.ndarray[Any, Any],
+    vectors: Vector,
+    target: float | None = None,
+    queries: int = CALIBRATION_QUERIES,
+    k: int = 10,
+) -> int:
+    """nprobe for ``index``: the smallest (a power of two, or halfway to the next) whose
+    recall@k against exact search reaches ``target`` (``RECALL_TARGET``) on probes made of the
+    stored vectors, and never fewer than ``nlist // 16`` lists (``FLOOR``)."""
+    target = RECALL_TARGET if target is None else target
+    ivf = faiss.extract_index_ivf(index)
+    q = probes(vectors, queries)
+    truth = _exact_top(q, vectors, seqs, k)
+    params = faiss.SearchParametersIVF()
+
+    def recall(nprobe: int) -> float:
+        params.nprobe = nprobe
+        _, found = index.search(q, k, params=params)
+        return sum(
+            len({*want.tolist()} & {*got.tolist()}) for want, got in zip(truth, found, strict=True)
+        ) / (k * len(q))
+
+    low, nprobe = 0, 1
+    while nprobe < ivf.nlist and recall(nprobe) < target:
+        low, nprobe = nprobe, nprobe * 2
+    nprobe = min(nprobe, ivf.nlist)
+    middle = (low + nprobe) // 2
+    if low and middle > low and recall(middle) >= target:
+        nprobe = middle
+    return max(nprobe, ivf.nlist // FLOOR, 1)
+
+
+def probes(vectors: Vector, n: int, seed: int = 1) -> Vector:
+    """Query-like vectors: the normalised sum of two stored vectors each. Stored vectors as
+    queries sit by their own list's centroid and asked for fewer lists than questions do
+    (SciFact's claims over 20k sentences: 73 lists of 565 where the claims needed 94 for 0.95;
+    these probes asked for 94)."""
+    rng = np.random.default_rng(seed)
+    pair = vectors[rng.integers(0, len(vectors), n)] + vectors[rng.integers(0, len(vectors), n)]
+    norms = np.linalg.norm(pair, axis=1, keepdims=True)
+    return np.ascontiguousarray(pair / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+def _exact_top(q: Vector, vectors: Vector, seqs: np.ndarray[Any, Any], k: int, rows: int = 262_144) -> Any:
+    """The seqs of each query's ``k`` largest inner products over every vector, block by block."""
+    best_s = np.full((len(q), k), -np.inf, dtype=np.float32)
+    best_i = np.zeros((len(q), k), dtype=np.int64)
+    for at in range(0, len(vectors), rows):
+        scores = np.concatenate([best_s, q @ vectors[at : at + rows].T], axis=1)
+        ids = np.concatenate(
+            [best_i, np.broadcast_to(seqs[at : at + rows], (len(q), len(scores[0]) - k))], axis=1
+        )
+        top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        best_s, best_i = np.take_along_axis(scores, top, 1), np.take_along_axis(ids, top, 1)
+    return best_i

@@ -42,8 +42,8 @@ class TorchKMeans:
         c = torch.from_numpy(np.ascontiguousarray(centroids, dtype=np.float32)).to(self.device)
         out = np.empty(len(vectors), dtype=np.int64)
         for at in range(0, len(vectors), rows):
-            part = np.ascontiguousarray(vectors[at : at + rows], dtype=np.float32)
-            x = torch.from_numpy(part).to(self.device)
+            part = vectors[at : at + rows]
+            x = torch.tensor(part, dtype=torch.float32, device=self.device)  # a copy: SQLite's are read-only
             out[at : at + len(part)] = (x @ c.T).argmax(dim=1).cpu().numpy()
         return out
 

@@ -42,7 +42,7 @@ from indexers.tiers.cold_store import (
     lexical_rows,
     vector_rows,
 )
-from indexers.tiers.cold_vectors import VectorIndex
+from indexers.tiers.cold_vectors import KMeans, VectorIndex
 from indexers.tiers.listing import DocumentPage, DocumentQuery
 from indexers.tiers.query import Filters, HitRef, LegHit, SearchQuery
 from indexers.tiers.threaded import ThreadedTier
@@ -85,8 +85,12 @@ class LocalCold(BulkLoads):
     def ping(self) -> None:
         self._parts()[0].reader().execute("SELECT 1").fetchone()
 
-    def _catch_up(self, store: Store, lexical: LexicalIndex, vectors: VectorIndex) -> None:
-        """Replay into tantivy and FAISS every change newer than their watermarks."""
+    def _catch_up(
+        self, store: Store, lexical: LexicalIndex, vectors: VectorIndex, kmeans: KMeans | None = None
+    ) -> None:
+        """Replay into tantivy and FAISS every change newer than their watermarks; ``kmeans``
+        trains and fills IVF lists (a bulk load's, on a GPU say) when FAISS is rebuilt or
+        takes the load's vectors."""
         version = store.version()
         conn = store.reader()
         faiss_mark = vectors.load()
@@ -94,9 +98,9 @@ class LocalCold(BulkLoads):
         if vectors.wants_rebuild(n):
             faiss_mark = -1
         if faiss_mark < 0 or (faiss_mark == 0 and n):
-            vectors.build(*vector_rows(conn, self._dim))
+            vectors.build(*vector_rows(conn, self._dim), kmeans)
         elif faiss_mark < version:
-            vectors.apply(*self._changes_vectors(conn, faiss_mark))
+            vectors.apply(*self._changes_vectors(conn, faiss_mark), kmeans)
         vectors.save(version)
         lex_mark = lexical.watermark()
         if lex_mark < version:

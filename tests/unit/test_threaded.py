@@ -106,3 +106,41 @@ async def test_a_failing_engine_is_not_ready_rather_than_an_error() -> None:
     tier = ThreadedTier(Recorder(broken=True), name="rec")
     assert await tier.ping() is False
     await tier.close()
+
+
+class BusyWriter(Recorder):
+    """Writes that block until released, like a bulk load's upserts or a shard's compaction."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.writing = threading.Semaphore(0)
+
+    def upsert(self, chunks: Sequence[EmbeddedChunk]) -> None:
+        self.writing.release()
+        self.release.wait()
+        super().upsert(chunks)
+
+
+async def test_reads_do_not_queue_behind_writes() -> None:
+    """Every write thread busy and more writes queued: searches, fetches and counts still answer
+    (in one pool, searches waited behind a bulk load: freshness p99 9.8 s at 100k chunks)."""
+    import asyncio
+
+    engine = BusyWriter()
+    tier = ThreadedTier(engine, name="busy")
+    writes = [asyncio.create_task(tier.upsert([object()])) for _ in range(5)]  # type: ignore[list-item]
+    for _ in range(2):  # both write threads are in an upsert
+        await asyncio.to_thread(engine.writing.acquire)
+    try:
+        async with asyncio.timeout(60):  # a guard against a hang, not a measure: old code waits forever
+            assert await tier.search(SearchQuery.__new__(SearchQuery)) == {}
+            assert await tier.count() == 7
+            assert await tier.fetch("t", ["a"]) == []
+    finally:
+        engine.release.set()
+        await asyncio.gather(*writes)
+        await tier.close()
+    reads = [thread for name, thread in engine.calls if name in {"search", "count", "fetch"}]
+    assert len(reads) == 3 and all(t.startswith("busy-read") for t in reads)
+    assert [name for name, _ in engine.calls].count("upsert") == 5
