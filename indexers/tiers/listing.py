@@ -29,6 +29,10 @@ class DocumentQuery:
     title_prefix: str | None = None  # case-insensitive (``str.casefold``) prefix of the title
     after: str | None = None  # exclusive: the last id of the previous page
     limit: int = 50
+    # key → value pairs the metadata holds (the value, or one of a list's): a hint, not a filter.
+    # A tier that can narrow the walk by them does (the embedded cold tier, in SQL); every caller
+    # checks the documents again (``rag_router.listing.metadata_matches``), so a tier may ignore it.
+    metadata: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,3 +52,19 @@ def test_a_walk_counts_once_and_a_write_is_counted_on_the_next_page(tmp_path: Pa
     # another filter is another count
     assert cold.documents(DocumentQuery(Filters("other"), limit=3)).total == 0
     cold.close()
+
+
+def test_a_reopened_store_knows_every_tenant(tmp_path: Path) -> None:
+    """The tenants are read back by index seeks at start-up (a filter of one tenant admits every
+    row only when no other tenant ever wrote: ``LocalCold._allowed``)."""
+    from indexers.tiers.cold_store import Store
+
+    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=Analyzer())
+    for tenant in ["default", "acme", "中文", "a"]:
+        doc = f"{tenant}-doc"
+        cold.upsert(
+            [EmbeddedChunk(Chunk(f"{doc}#0", doc, 0, "text", None, {}, tenant), np.ones(4, np.float32))]
+        )
+    cold.close()
+    assert Store(tmp_path / "cold" / "cold.sqlite").tenants == {"default", "acme", "中文", "a"}
+    assert Store(tmp_path / "empty.sqlite").tenants == set()
