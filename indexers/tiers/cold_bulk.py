@@ -219,13 +219,14 @@ class BulkLoads:
         fed = self._fed(before=committing) and self._feed_failed is None
         adopted, self._adopted = self._adopted, None
         began = time.perf_counter()
-        built = False
+        built, kmeans = False, self._kmeans
         if fed and adopted and tombstones(store) == self._tombstones_before:  # nothing deleted
             try:
                 self._build_vectors(store, vectors, adopted)  # every adopted vector was read back
                 built = True
-            except Exception:  # a GPU out of memory, say: FAISS catches up from SQLite below
+            except Exception:  # a GPU out of memory, say: FAISS catches up from SQLite below,
                 log.exception("cold tier: building FAISS from the adopted vectors failed")
+                kmeans = None  # with FAISS's own k-means (slower, but the load ends whole)
         self._spent("vectors", began)
         failed: Exception | None = None
         try:
@@ -239,7 +240,7 @@ class BulkLoads:
             began = time.perf_counter()
             # a re-run that wrote nothing skips it; into a non-empty tier, the load's k-means
             # trains FAISS's lists when the store outgrew them (else the CPU's took minutes at 1M)
-            self._catch_up(store, lexical, vectors, self._kmeans)
+            self._catch_up(store, lexical, vectors, kmeans)
             self._spent("vectors", began)
         self._feed_failed = None  # tantivy caught up: other writes may go on
         return failed

@@ -73,3 +73,19 @@ def test_loads_into_a_tier_that_holds_vectors_use_the_loads_kmeans(tmp_path: Pat
     seq = cold._parts()[0].reader().execute("SELECT seq FROM chunks WHERE chunk_id = 'd3000#0'")
     assert vectors.search(last[1700].vector, 1, None, exact=True)[0][0] == seq.fetchone()[0]
     cold.close()
+
+
+def test_a_load_whose_kmeans_fails_still_ends_with_every_vector(tmp_path: Path) -> None:
+    """The load's k-means fails (the H200 ran out of memory at 10M chunks): FAISS is built with
+    its own k-means instead, and the load ends whole rather than leaving the index to a start-up."""
+
+    class OutOfMemory(Recording):
+        def __call__(self, sample: np.ndarray, k: int) -> np.ndarray:
+            raise RuntimeError("CUDA out of memory")
+
+    cold = LocalCold(tmp_path / "cold", dim=DIM, analyzer=Analyzer(), ivf_threshold=500)
+    load(cold, tmp_path / "a.segment", items(0, 1000), OutOfMemory())
+    vectors = cold._parts()[2]
+    assert vectors.index.ntotal == 1000 and nlist(cold) == cold_vectors.lists_for(1000)
+    assert int(vectors.watermark_file.read_text()) == cold._parts()[0].version()
+    cold.close()
