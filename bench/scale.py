@@ -95,6 +95,11 @@ def main() -> None:
         "--cpu-embed", action="store_true", help="also one client with the query embedded on the CPU"
     )
     parser.add_argument("--skip-alone", action="store_true")
+    parser.add_argument(
+        "--measure-only",
+        action="store_true",
+        help="measure the store already in --work/data (the last --sizes names its documents)",
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     engine = args.engine or _engine()
@@ -111,14 +116,24 @@ def main() -> None:
     result["commit"] = commit.stdout.strip() or None
     args.work.mkdir(parents=True, exist_ok=True)
     log = args.work / "scale.log"
+
+    def save() -> None:
+        _save(result, args.out)
+
     if not args.skip_alone:  # SciFact in a store of its own: the figure the big store is held to
         alone = args.work / "alone"
         shutil.rmtree(alone, ignore_errors=True)
         shutil.copytree(args.scifact, alone / "in", ignore=shutil.ignore_patterns("queries*", "qrels"))
         ingest = _ingest([alone / "in"], alone / "data", engine, log)
-        result["scifact_alone"] = {"ingest": ingest, **measure(alone / "data", args, light=True, log=log)}
+        result["scifact_alone"] = {"ingest": ingest}
+        measure(alone / "data", args, light=True, log=log, out=result["scifact_alone"])
         _save(result, args.out)
     data_dir, have = args.work / "data", 0
+    if args.measure_only:  # the store built before (a build whose measuring failed, say)
+        only: dict[str, Any] = {"documents": sizes[-1], "measured_only": True}
+        result["steps"].append(only)
+        measure(data_dir, args, light=False, log=log, delete_batch="b00", out=only, saved=save)
+        sizes = []
     for step, size in enumerate(sizes):
         folder = args.work / f"corpus-{step}"
         began = time.perf_counter()
@@ -129,8 +144,7 @@ def main() -> None:
         shutil.rmtree(folder)  # the disk is the next step's
         result["steps"].append(entry)
         _save(result, args.out)
-        entry.update(measure(data_dir, args, light=False, log=log, delete_batch=f"b{step:02d}"))
-        _save(result, args.out)
+        measure(data_dir, args, light=False, log=log, delete_batch=f"b{step:02d}", out=entry, saved=save)
         have = size
     print(json.dumps(result, indent=2))
 

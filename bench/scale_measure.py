@@ -22,6 +22,7 @@ import os
 import sqlite3
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,14 +75,17 @@ def _ndcg(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]]) ->
 
 
 async def _one_client(client: httpx.AsyncClient, queries: dict[str, str]) -> dict[str, Any]:
-    ms, parts, run = [], {"embed": [], "cold": [], "total": []}, {}
+    ms, parts, run, errors = [], {"embed": [], "cold": [], "total": []}, {}, 0
     for text in list(queries.values())[:10]:  # warm-up
         await client.post("/v1/search", json={"query": text, "top_k": 10})
     for qid, text in queries.items():
         began = time.perf_counter()
         r = await client.post("/v1/search", json={"query": text, "top_k": 10})
         ms.append((time.perf_counter() - began) * 1000)
-        body = r.raise_for_status().json()
+        if r.status_code != 200:  # a 503 (every tier timed out) scores the query as nothing found
+            errors += 1
+            continue
+        body = r.json()
         for k in parts:
             parts[k].append(float(body["timings_ms"].get(k) or 0.0))
         found: dict[str, float] = {}
@@ -91,6 +95,7 @@ async def _one_client(client: httpx.AsyncClient, queries: dict[str, str]) -> dic
     return {
         "latency_ms": percentiles(ms),
         **{f"server_{k}_ms": percentiles(v) for k, v in parts.items()},
+        "errors": errors,
         "run": run,
     }
 
@@ -214,10 +219,17 @@ async def _freshness(
 
 
 async def _through_server(
-    url: str, args: argparse.Namespace, light: bool, documents: int, delete_batch: str | None, pid: int
+    url: str,
+    args: argparse.Namespace,
+    light: bool,
+    documents: int,
+    delete_batch: str | None,
+    pid: int,
+    out: dict[str, Any],
+    saved: Callable[[], None],
 ) -> dict[str, Any]:
+    """Fills ``out`` stage by stage, calling ``saved`` after each (a run cut short keeps them)."""
     queries, qrels = _queries(args.scifact)
-    out: dict[str, Any] = {}
     async with httpx.AsyncClient(
         base_url=url, timeout=600, limits=httpx.Limits(max_connections=args.clients + 8)
     ) as client:
@@ -225,17 +237,21 @@ async def _through_server(
         out["ndcg@10_scifact"] = _ndcg(one.pop("run"), qrels)
         out["one_client"] = one
         out["rss_after_search_mb"] = _rss_mb(pid)
+        saved()
         if light:
             return out
         out["many_clients"] = await _many_clients(client, list(queries.values()), args.clients, 8)
         out["listing"] = await _pages(client, documents)
+        saved()
         with gzip.open(args.pool, "rt", encoding="utf-8") as f:
             words = json.load(f)
         out["freshness"] = await _freshness(client, words, args.fresh_s, delete_batch or "x")
         out["rss_after_bulk_mb"] = _rss_mb(pid)
+        saved()
         began = time.perf_counter()
         r = (await client.post("/v1/retier", json={"dry_run": False}, timeout=3600)).raise_for_status().json()
         out["retier"] = {"seconds": round(time.perf_counter() - began, 2), **r}
+        saved()
         if delete_batch:
             began = time.perf_counter()
             r = (
@@ -300,16 +316,27 @@ def exact_recall(
 
 
 def measure(
-    data_dir: Path, args: argparse.Namespace, *, light: bool, log: Path, delete_batch: str | None = None
+    data_dir: Path,
+    args: argparse.Namespace,
+    *,
+    light: bool,
+    log: Path,
+    delete_batch: str | None = None,
+    out: dict[str, Any] | None = None,
+    saved: Callable[[], None] = lambda: None,
 ) -> dict[str, Any]:
+    """Every figure of the store in ``data_dir``, into ``out`` (a new dict when None), calling
+    ``saved`` after each stage: a run cut short, or a stage that fails, keeps what came before."""
+    out = {} if out is None else out
     with sqlite3.connect(f"file:{data_dir / 'cold' / 'cold.sqlite'}?mode=ro", uri=True) as conn:
         chunks, documents = conn.execute("SELECT COUNT(*), COUNT(DISTINCT doc_id) FROM chunks").fetchone()
-    out: dict[str, Any] = {"cold_chunks": chunks, "cold_documents": documents, "disk_mb": _disk(data_dir)}
+    out.update({"cold_chunks": chunks, "cold_documents": documents, "disk_mb": _disk(data_dir)})
     proc, url, ready = _serve(data_dir, log)
     out["serve_ready_s"] = round(ready, 2)
     out["rss_ready_mb"] = _rss_mb(proc.pid)
+    saved()
     try:
-        out.update(asyncio.run(_through_server(url, args, light, documents, delete_batch, proc.pid)))
+        asyncio.run(_through_server(url, args, light, documents, delete_batch, proc.pid, out, saved))
         if args.cpu_embed and not light:
             proc.terminate()
             proc.wait(120)
@@ -317,8 +344,11 @@ def measure(
             try:
                 proc, url, _ = _serve(data_dir, log)
                 cpu = argparse.Namespace(**{**vars(args), "clients": 1})
-                out["cpu_query_embedding"] = asyncio.run(
-                    _through_server(url, cpu, True, documents, None, proc.pid)
+                out["cpu_query_embedding"] = {}
+                asyncio.run(
+                    _through_server(
+                        url, cpu, True, documents, None, proc.pid, out["cpu_query_embedding"], saved
+                    )
                 )
             finally:
                 os.environ.pop("RAG_EMBEDDING__DEVICE")
@@ -330,7 +360,9 @@ def measure(
         proc.wait(600)
         out["serve_stop_s"] = round(time.perf_counter() - began, 2)
     out["disk_mb_end"] = _disk(data_dir)
+    saved()
     if not light:
         queries, _ = _queries(args.scifact)
         out["vectors_vs_exact"] = exact_recall(data_dir, list(queries.values()))
+        saved()
     return out
