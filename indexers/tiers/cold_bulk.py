@@ -59,7 +59,12 @@ class BulkLoads:
         raise NotImplementedError
 
     def _catch_up(
-        self, store: Store, lexical: LexicalIndex, vectors: VectorIndex, kmeans: KMeans | None = None
+        self,
+        store: Store,
+        lexical: LexicalIndex,
+        vectors: VectorIndex,
+        kmeans: KMeans | None = None,
+        regrow: bool = False,
     ) -> None:
         raise NotImplementedError
 
@@ -240,7 +245,7 @@ class BulkLoads:
             began = time.perf_counter()
             # a re-run that wrote nothing skips it; into a non-empty tier, the load's k-means
             # trains FAISS's lists when the store outgrew them (else the CPU's took minutes at 1M)
-            self._catch_up(store, lexical, vectors, kmeans)
+            self._catch_up(store, lexical, vectors, kmeans, regrow=True)
             self._spent("vectors", began)
         self._feed_failed = None  # tantivy caught up: other writes may go on
         return failed

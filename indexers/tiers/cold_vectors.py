@@ -62,12 +62,14 @@ class VectorIndex:
         self.index = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
         return 0
 
-    def wants_rebuild(self, n: int) -> bool:
-        """Whether ``n`` vectors want another kind of index, or IVF lists trained anew (``REGROW``)."""
+    def wants_rebuild(self, n: int, regrow: bool = True) -> bool:
+        """Whether ``n`` vectors want another kind of index, or (``regrow``) IVF lists trained
+        anew (``REGROW``)."""
         is_ivf = self.index is not None and not isinstance(self.index, faiss.IndexIDMap2)
         if (n >= self.ivf_threshold) != is_ivf:
             return True
-        return is_ivf and faiss.extract_index_ivf(self.index).nlist * math.sqrt(REGROW) <= lists_for(n)
+        grown = is_ivf and faiss.extract_index_ivf(self.index).nlist * math.sqrt(REGROW) <= lists_for(n)
+        return regrow and grown
 
     def build(
         self, seqs: np.ndarray[Any, Any], vectors: Vector, kmeans: KMeans | None = None

@@ -86,16 +86,23 @@ class LocalCold(BulkLoads):
         self._parts()[0].reader().execute("SELECT 1").fetchone()
 
     def _catch_up(
-        self, store: Store, lexical: LexicalIndex, vectors: VectorIndex, kmeans: KMeans | None = None
+        self,
+        store: Store,
+        lexical: LexicalIndex,
+        vectors: VectorIndex,
+        kmeans: KMeans | None = None,
+        regrow: bool = False,
     ) -> None:
         """Replay into tantivy and FAISS every change newer than their watermarks; ``kmeans``
         trains and fills IVF lists (a bulk load's, on a GPU say) when FAISS is rebuilt or
-        takes the load's vectors."""
+        takes the load's vectors. With ``regrow`` (a bulk load's end), IVF lists the store
+        outgrew are trained anew; opening the tier leaves that to ``optimize`` (a start-up
+        stays quick)."""
         version = store.version()
         conn = store.reader()
         faiss_mark = vectors.load()
         n = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-        if vectors.wants_rebuild(n):
+        if vectors.wants_rebuild(n, regrow):
             faiss_mark = -1
         if faiss_mark < 0 or (faiss_mark == 0 and n):
             vectors.build(*vector_rows(conn, self._dim), kmeans)
@@ -283,7 +290,8 @@ class LocalCold(BulkLoads):
                 self._vectors.save(self._vectors_mark(self._store))
 
     def optimize(self) -> bool:
-        """Switch FAISS index kind when the collection crossed the threshold, then persist it."""
+        """Switch FAISS index kind when the collection crossed the threshold, or train IVF lists
+        it outgrew anew, then persist it."""
         store, _, vectors = self._parts()
         with store.write_lock:
             conn = store.reader()

@@ -89,3 +89,18 @@ def test_a_load_whose_kmeans_fails_still_ends_with_every_vector(tmp_path: Path) 
     assert vectors.index.ntotal == 1000 and nlist(cold) == cold_vectors.lists_for(1000)
     assert int(vectors.watermark_file.read_text()) == cold._parts()[0].version()
     cold.close()
+
+
+def test_opening_a_tier_leaves_outgrown_lists_to_optimize(tmp_path: Path) -> None:
+    """A store that outgrew its lists by single writes is not retrained when it opens (a start-up
+    stays quick); ``optimize`` (after a CLI ingest) retrains them."""
+    cold = LocalCold(tmp_path / "cold", dim=DIM, analyzer=Analyzer(), ivf_threshold=500)
+    load(cold, tmp_path / "a.segment", items(0, 1000), Recording())
+    for first in range(1000, 4000, 1000):
+        cold.upsert(items(first, 1000))
+    cold.close()
+    reopened = LocalCold(tmp_path / "cold", dim=DIM, analyzer=Analyzer(), ivf_threshold=500)
+    assert nlist(reopened) == cold_vectors.lists_for(1000) and reopened._parts()[2].index.ntotal == 4000
+    assert reopened.optimize() is True
+    assert nlist(reopened) == cold_vectors.lists_for(4000) and reopened._parts()[2].index.ntotal == 4000
+    reopened.close()
