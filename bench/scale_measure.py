@@ -22,7 +22,7 @@ import os
 import sqlite3
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -274,6 +274,7 @@ def exact_recall(
     """FAISS as the service searches it against exact inner products over every stored vector."""
     import faiss
 
+    from indexers.tiers.cold_vectors import exact_top
     from rag_router.embedders import build_embedder
     from rag_router.settings import get_settings
 
@@ -281,21 +282,16 @@ def exact_recall(
     queries = np.ascontiguousarray(
         build_embedder(get_settings(data_dir=data_dir)).embed(texts), dtype=np.float32
     )
-    k, best_s, best_i = (
-        10,
-        np.full((len(texts), 10), -np.inf, np.float32),
-        np.zeros((len(texts), 10), np.int64),
-    )
+    k = 10
     conn = sqlite3.connect(f"file:{data_dir / 'cold' / 'cold.sqlite'}?mode=ro", uri=True)
     cursor = conn.execute("SELECT seq, vector FROM chunks")
-    while rows := cursor.fetchmany(200_000):
-        seqs = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-        vecs = np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(len(rows), -1)
-        scores = np.concatenate([best_s, queries @ vecs.T], axis=1)
-        ids = np.concatenate([best_i, np.broadcast_to(seqs, (len(texts), len(seqs)))], axis=1)
-        top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-        best_s, best_i = np.take_along_axis(scores, top, 1), np.take_along_axis(ids, top, 1)
-    truth = [set(row.tolist()) for row in best_i]
+
+    def blocks() -> Iterator[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]]:
+        while rows := cursor.fetchmany(200_000):
+            seqs = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+            yield seqs, np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(len(rows), -1)
+
+    truth = [set(row.tolist()) for row in exact_top(queries, blocks(), k)]
     out: dict[str, Any] = {"vectors": int(index.ntotal), "kind": type(index).__name__}
     ivf = faiss.extract_index_ivf(index) if not isinstance(index, faiss.IndexIDMap2) else None
     settings = [None] if ivf is None else sorted({*curve, ivf.nprobe} & set(range(1, ivf.nlist + 1)))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -55,18 +55,9 @@ class BulkLoads:
         # build's steps and its save also apart: vectors_train, _add, _save)
         self.bulk_seconds: dict[str, float] = {}
 
-    def _parts(self) -> tuple[Store, LexicalIndex, VectorIndex]:
-        raise NotImplementedError
-
-    def _catch_up(
-        self,
-        store: Store,
-        lexical: LexicalIndex,
-        vectors: VectorIndex,
-        kmeans: KMeans | None = None,
-        regrow: bool = False,
-    ) -> None:
-        raise NotImplementedError
+    # LocalCold's: the tier's parts, opened; and its catch-up (store, lexical, vectors, k-means, regrow)
+    _parts: Callable[[], tuple[Store, LexicalIndex, VectorIndex]]
+    _catch_up: Callable[[Store, LexicalIndex, VectorIndex, KMeans | None, bool], None]
 
     def lookup(self) -> ColdLookup:
         """Reads of stored hashes for other processes (the Ray engine's workers)."""
@@ -245,7 +236,7 @@ class BulkLoads:
             began = time.perf_counter()
             # a re-run that wrote nothing skips it; into a non-empty tier, the load's k-means
             # trains FAISS's lists when the store outgrew them (else the CPU's took minutes at 1M)
-            self._catch_up(store, lexical, vectors, kmeans, regrow=True)
+            self._catch_up(store, lexical, vectors, kmeans, True)  # regrow
             self._spent("vectors", began)
         self._feed_failed = None  # tantivy caught up: other writes may go on
         return failed

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -251,14 +251,19 @@ def probes(vectors: Vector, n: int, seed: int = 1) -> Vector:
 
 
 def _exact_top(q: Vector, vectors: Vector, seqs: np.ndarray[Any, Any], k: int, rows: int = 262_144) -> Any:
-    """The seqs of each query's ``k`` largest inner products over every vector, block by block."""
+    """The seqs of each query's ``k`` largest inner products over every vector."""
+    blocks = ((seqs[at : at + rows], vectors[at : at + rows]) for at in range(0, len(vectors), rows))
+    return exact_top(q, blocks, k)
+
+
+def exact_top(q: Vector, blocks: Iterable[tuple[np.ndarray[Any, Any], Vector]], k: int) -> Any:
+    """The ids of each query's ``k`` largest inner products over every (ids, vectors) block, a
+    block at a time (bench/scale_measure streams 10M stored vectors through it)."""
     best_s = np.full((len(q), k), -np.inf, dtype=np.float32)
     best_i = np.zeros((len(q), k), dtype=np.int64)
-    for at in range(0, len(vectors), rows):
-        scores = np.concatenate([best_s, q @ vectors[at : at + rows].T], axis=1)
-        ids = np.concatenate(
-            [best_i, np.broadcast_to(seqs[at : at + rows], (len(q), len(scores[0]) - k))], axis=1
-        )
+    for ids, block in blocks:
+        scores = np.concatenate([best_s, q @ block.T], axis=1)
+        ids = np.concatenate([best_i, np.broadcast_to(ids, (len(q), len(ids)))], axis=1)
         top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
         best_s, best_i = np.take_along_axis(scores, top, 1), np.take_along_axis(ids, top, 1)
     return best_i
