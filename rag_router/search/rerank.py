@@ -133,7 +133,7 @@ class SentenceReranker:
         self._embedder = embedder
         self._spaces = spaces
         self._store = store
-        self._keeping: set[asyncio.Task[np.ndarray]] = set()
+        self._keeping: set[asyncio.Task[None]] = set()
 
     async def scores(self, query: str, hits: Sequence[Hit], deadline: float) -> list[float | None]:
         space = self._spaces.of(query)
@@ -162,18 +162,24 @@ class SentenceReranker:
     async def _embed_and_keep(self, texts: list[str]) -> np.ndarray:
         """Embedded on a thread of their own (neither behind a bulk ingest nor in the queries'
         micro-batches) and kept in the store even when this search runs out of time first: the
-        next search that meets these chunks finds them."""
+        next search that meets these chunks finds them. The search waits for the vectors only,
+        not for the store's write (a SQLite transaction, queued behind other writers)."""
+        embedding = asyncio.create_task(asyncio.to_thread(self._embedder.sync.embed, texts))
+        keeping = asyncio.create_task(self._keep(texts, embedding))
+        self._keeping.add(keeping)
+        keeping.add_done_callback(self._keeping.discard)
+        return np.asarray(await asyncio.shield(embedding), dtype=np.float32)
 
-        async def work() -> np.ndarray:
-            vectors = np.asarray(await asyncio.to_thread(self._embedder.sync.embed, texts), dtype=np.float32)
-            if self._store is not None:
+    async def _keep(self, texts: list[str], embedding: asyncio.Task[np.ndarray]) -> None:
+        try:
+            vectors = np.asarray(await embedding, dtype=np.float32)
+        except Exception:  # the search that asked sees the failure
+            return
+        if self._store is not None:
+            try:
                 await asyncio.to_thread(self._store.put_many, texts, vectors)
-            return vectors
-
-        task = asyncio.create_task(work())
-        self._keeping.add(task)
-        task.add_done_callback(self._keeping.discard)
-        return await asyncio.shield(task)
+            except Exception as exc:  # losing them costs a later search the embedding, no more
+                log.warning("rerank: sentence vectors not kept (%r)", exc)
 
 
 def _cosines(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:

@@ -4,6 +4,7 @@ legs it leaves, its fallbacks, and the LLM reranker's reading of what a model wr
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -122,6 +123,41 @@ async def test_sentences_embedded_for_a_search_out_of_time_are_kept_for_the_next
     await reranker.settled()
     assert set(store.get_many(["text 1", "text 2"])) == {0, 1}
     store.close()
+
+
+class BusyStore:
+    """A sentence store whose write waits (another writer holds SQLite) until released."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.kept: list[str] = []
+
+    def get_many(self, texts: Sequence[str]) -> dict[int, np.ndarray]:
+        return {}
+
+    def put_many(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        assert self.release.wait(30)
+        self.kept += texts
+
+
+class QuickEmbedder(SlowEmbedder):
+    class Sync(SlowEmbedder.Sync):
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            return np.arange(len(texts) * 4, dtype=np.float32).reshape(len(texts), 4)
+
+    sync = Sync()
+
+
+async def test_a_search_does_not_wait_for_its_sentence_vectors_to_be_stored() -> None:
+    store = BusyStore()
+    reranker = SentenceReranker(QuickEmbedder(), Spaces(), store)  # type: ignore[arg-type]
+    hits = [_hit(1, 0.9), _hit(2, 0.8)]
+    out, why = await Rerank(reranker, budget_s=5).apply("q", hits, time.monotonic() + 10)
+    assert "out of time" not in why and out[0].legs.get("rerank") is not None
+    assert store.kept == []  # still waiting to be written
+    store.release.set()
+    await reranker.settled()
+    assert sorted(store.kept) == ["text 1", "text 2"]
 
 
 def test_rerank_sentences_are_capped_deduplicated_and_cut() -> None:
