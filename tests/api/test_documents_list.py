@@ -217,6 +217,35 @@ def test_delete_where_removes_every_match_in_both_tiers_and_only_the_callers(cli
     assert none.json()["deleted_documents"] == 0
 
 
+@pytest.mark.parametrize("page", [None, 500])
+def test_delete_where_writes_each_tier_once_a_page_of_documents(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch, page: int | None
+) -> None:
+    """1,200 matching documents: one delete per tier with the default page (5,000), three of 500
+    each; every match is gone either way and the rest stays."""
+    from rag_router.api.routes import documents
+
+    if page is not None:
+        monkeypatch.setattr(documents, "DELETE_PAGE", page)
+    write(client, "cold", [c for i in range(1200) for c in chunks(f"d{i:04d}", dataset="x")])
+    write(client, "cold", chunks("keep", dataset="y"))
+    services: Services = client.app.state.services  # type: ignore[attr-defined]
+    cold = services.tiers["cold"]
+    calls: list[int] = []
+    real = cold.delete
+
+    async def counted(tenant: str, chunk_ids: list[str]) -> None:
+        calls.append(len(chunk_ids))
+        await real(tenant, chunk_ids)
+
+    monkeypatch.setattr(cold, "delete", counted)
+    gone = client.delete("/v1/documents", params={"where": "dataset=x"})
+    assert gone.status_code == 200, gone.text
+    assert gone.json()["deleted_documents"] == 1200
+    assert calls == ([1200] if page is None else [500, 500, 200])
+    assert [d["id"] for d in client.get("/v1/documents").json()["documents"]] == ["keep"]
+
+
 @pytest.mark.parametrize("params", [{}, {"where": "dataset"}, {"where": "=sample"}])
 def test_delete_where_without_a_pair_is_refused(client: TestClient, params: dict[str, str]) -> None:
     write(client, "hot", chunks("keep", dataset="sample"))

@@ -107,6 +107,13 @@ async def list_documents(
     )
 
 
+# Documents fetched and deleted together by a delete by filter. Each tier's delete is one write
+# (the embedded cold tier: one SQLite transaction, one tantivy commit, one FAISS edit); in pages
+# of 500 a page cost ~1 s at 1M chunks (1 % of the store in 21 s). The ids stay far under
+# SQLite's 32,766 bound variables and Elasticsearch's 65,536 terms.
+DELETE_PAGE = 5_000
+
+
 async def _fetched(svc: Services, tenant: str, doc_ids: list[str]) -> list[tuple[TierName, StoredChunk]]:
     """The documents' chunks, each with the tier that holds it (mid-retier: both)."""
     return [(name, c) for name, tier in svc.tiers.items() for c in await tier.fetch(tenant, doc_ids)]
@@ -169,8 +176,8 @@ async def delete_documents(
     try:
         ids = await matching(svc.tiers, tenant, pairs)
         chunks = 0
-        for at in range(0, len(ids), MAX_LIMIT):  # a page of documents: one fetch, one delete a tier
-            found = await _fetched(svc, tenant, ids[at : at + MAX_LIMIT])
+        for at in range(0, len(ids), DELETE_PAGE):  # a page of documents: one fetch, one delete a tier
+            found = await _fetched(svc, tenant, ids[at : at + DELETE_PAGE])
             await _delete(svc, tenant, found)
             chunks += len(found)
     except Exception as exc:
