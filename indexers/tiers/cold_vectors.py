@@ -68,8 +68,9 @@ class VectorIndex:
         is_ivf = self.index is not None and not isinstance(self.index, faiss.IndexIDMap2)
         if (n >= self.ivf_threshold) != is_ivf:
             return True
-        grown = is_ivf and faiss.extract_index_ivf(self.index).nlist * math.sqrt(REGROW) <= lists_for(n)
-        return regrow and grown
+        if not (regrow and is_ivf):
+            return False
+        return bool(faiss.extract_index_ivf(self.index).nlist * math.sqrt(REGROW) <= lists_for(n))
 
     def build(
         self, seqs: np.ndarray[Any, Any], vectors: Vector, kmeans: KMeans | None = None

@@ -164,15 +164,18 @@ class SentenceReranker:
         micro-batches) and kept in the store even when this search runs out of time first: the
         next search that meets these chunks finds them. The search waits for the vectors only,
         not for the store's write (a SQLite transaction, queued behind other writers)."""
-        embedding = asyncio.create_task(asyncio.to_thread(self._embedder.sync.embed, texts))
+        embedding = asyncio.create_task(asyncio.to_thread(self._embed, texts))
         keeping = asyncio.create_task(self._keep(texts, embedding))
         self._keeping.add(keeping)
         keeping.add_done_callback(self._keeping.discard)
-        return np.asarray(await asyncio.shield(embedding), dtype=np.float32)
+        return await asyncio.shield(embedding)
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(self._embedder.sync.embed(texts), dtype=np.float32)
 
     async def _keep(self, texts: list[str], embedding: asyncio.Task[np.ndarray]) -> None:
         try:
-            vectors = np.asarray(await embedding, dtype=np.float32)
+            vectors = await embedding
         except Exception:  # the search that asked sees the failure
             return
         if self._store is not None:
