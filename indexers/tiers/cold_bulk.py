@@ -112,6 +112,11 @@ class BulkLoads:
                     for name in attached:
                         versions.append(store.next_version(conn))
                         n += adopt(conn, versions[-1], name)
+                        # known before the rows are visible: while the store holds one tenant,
+                        # searches skip the tenant filter (``LocalCold.search``)
+                        store.tenants.update(
+                            r[0] for r in conn.execute(f"SELECT DISTINCT tenant FROM {name}.chunks")
+                        )
                 first, version = versions[0], versions[-1]
                 if self._checkpointer is not None:
                     self._checkpointer.committed()

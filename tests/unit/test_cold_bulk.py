@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from indexers.records import Chunk, EmbeddedChunk
+from indexers.records import Chunk, EmbeddedChunk, chunk_key
 from indexers.text.lexical import Analyzer
 from indexers.tiers.cold_segment import write_segment
 from indexers.tiers.local_cold import LocalCold
-from indexers.tiers.query import Filters
+from indexers.tiers.query import Filters, SearchQuery
 
 
 def _segment(path: Path, names: list[str], analyzer: Analyzer) -> Path:
@@ -284,3 +284,23 @@ def test_a_tier_closed_mid_load_reopens_with_every_vector(tmp_path: Path) -> Non
     reopened = LocalCold(tmp_path / "cold", dim=4, analyzer=Analyzer())
     assert reopened._parts()[2].index.ntotal == 3
     reopened.close()
+
+
+def test_a_tenant_that_arrives_by_bulk_load_is_kept_apart_from_the_others(tmp_path: Path) -> None:
+    """Searches skip the tenant filter while the store holds one tenant; a second one that came
+    by an adopted segment (not by upsert) must end that, on both legs."""
+    cold, analyzer = _tier(tmp_path)
+    vector = np.ones(4, np.float32) / 2
+    cold.upsert([EmbeddedChunk(Chunk("own#0", "own", 0, "Clause about alpha.", None, {}), vector)])
+    other = [EmbeddedChunk(Chunk("b#0", "b", 0, "Clause about alpha too.", None, {}, tenant="acme"), vector)]
+    write_segment(tmp_path / "acme.segment", other, analyzer)
+    cold.bulk_begin(threads=1)
+    cold.adopt([tmp_path / "acme.segment"])
+    cold.bulk_end()
+    query = SearchQuery("alpha", analyzer.terms("alpha"), vector, Filters(tenant="default"), k=10)
+    found = cold.search(query)
+    assert {leg: [h.key for h in hits] for leg, hits in found.items()} == {
+        "lexical": [chunk_key("default", "own#0")],
+        "dense": [chunk_key("default", "own#0")],
+    }
+    cold.close()
