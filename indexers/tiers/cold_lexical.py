@@ -73,16 +73,28 @@ class LexicalIndex:
         self.index.reload()
         write_atomic(self.watermark_file, str(version))
 
-    def search(self, terms: Sequence[str], filters: Filters, k: int) -> list[tuple[int, float]]:
+    def search(
+        self, terms: Sequence[str], filters: Filters, k: int, *, by_tenant: bool = True
+    ) -> list[tuple[int, float]]:
+        """BM25's top ``k`` seqs among the rows ``filters`` admit; ``by_tenant=False`` when
+        every row is the filter's tenant's (the caller knows).
+
+        With no condition left the query is the bare union of the terms, which tantivy prunes
+        with block-max WAND; under a filter it scores every row of the union (3M chunks:
+        p50 9.4 ms bare, 20.5 ms under the tenant's term, docs/benchmarks.md)."""
         if not terms:
             return []
         schema = self.schema
         should = [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "terms", t)) for t in terms]
-        clauses = [(tantivy.Occur.Must, tantivy.Query.boolean_query(should))]
-        for condition in self._conditions(filters):
-            clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(condition, 0.0)))
+        conditions = list(self._conditions(filters, by_tenant))
+        query = tantivy.Query.boolean_query(should)
+        if conditions:
+            query = tantivy.Query.boolean_query(
+                [(tantivy.Occur.Must, query)]
+                + [(tantivy.Occur.Must, tantivy.Query.const_score_query(c, 0.0)) for c in conditions]
+            )
         searcher = self.index.searcher()
-        hits = searcher.search(tantivy.Query.boolean_query(clauses), limit=k).hits
+        hits = searcher.search(query, limit=k).hits
         if not hits:
             return []
         seqs = searcher.fast_field_values("seq", [addr for _, addr in hits])
@@ -90,9 +102,10 @@ class LexicalIndex:
             (int(seq), float(score)) for (score, _), seq in zip(hits, seqs, strict=True) if seq is not None
         ]
 
-    def _conditions(self, filters: Filters) -> Iterator[tantivy.Query]:
+    def _conditions(self, filters: Filters, by_tenant: bool) -> Iterator[tantivy.Query]:
         schema = self.schema
-        yield tantivy.Query.term_query(schema, "tenant", filters.tenant)
+        if by_tenant:
+            yield tantivy.Query.term_query(schema, "tenant", filters.tenant)
         for group in filters.keyword_terms():
             yield tantivy.Query.term_set_query(schema, "kw", group)
         for name, field, r, bounds in (

@@ -184,13 +184,16 @@ class LocalCold(BulkLoads):
         store, lexical, vectors = self._parts()
         conn = store.reader()
         results: dict[str, list[tuple[int, float]]] = {}
+        # one tenant in the store: its filter admits every row, and either leg searches faster
+        # without it (tantivy's block-max WAND prunes a bare union of terms, not one under a filter)
+        alone = store.tenants <= {query.filters.tenant}
         if "lexical" in query.legs and query.terms:
-            results["lexical"] = lexical.search(query.terms, query.filters, query.k)
+            results["lexical"] = lexical.search(query.terms, query.filters, query.k, by_tenant=not alone)
         if "dense" in query.legs and query.vector is not None:
             results["dense"] = vectors.search(
                 query.vector.astype(np.float32),
                 query.k,
-                self._allowed(conn, self._dense_filters(conn, query), store.tenants),
+                self._allowed(conn, self._dense_filters(conn, query), alone),
                 query.exact,
             )
         seqs = {seq for hits in results.values() for seq, _ in hits}
@@ -224,11 +227,11 @@ class LocalCold(BulkLoads):
         return query.dense_filters
 
     def _allowed(
-        self, conn: sqlite3.Connection, filters: Filters, tenants: set[str]
+        self, conn: sqlite3.Connection, filters: Filters, alone: bool
     ) -> np.ndarray[Any, Any] | None:
         """The seqs a filter admits, or None when it admits every row (no selector needed)."""
         unfiltered = not filters.keywords and filters.year is None and filters.date is None
-        if unfiltered and tenants <= {filters.tenant}:
+        if unfiltered and alone:
             return None
         where, args = filter_sql(filters)
         seqs = [r[0] for r in conn.execute(f"SELECT seq FROM chunks WHERE {where}", args)]
