@@ -52,6 +52,15 @@ def _tiers_written(data_dir: Path) -> bool:
     return any((data_dir / name).is_dir() for name in TIER_DIRS)
 
 
+def stored_manifest(data_dir: Path) -> IndexManifest | None:
+    """What ``data_dir``'s manifest records, or None where there is none it can read."""
+    try:
+        stored = json.loads((data_dir / MANIFEST).read_text(encoding="utf-8"))
+        return IndexManifest(str(stored["embedding_model"]), int(stored["dim"]), str(stored["analyzer"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def check_manifest(data_dir: Path, current: IndexManifest) -> None:
     """Write the manifest on first use; raise ``IndexMismatch`` when the index was written otherwise."""
     path = data_dir / MANIFEST

@@ -27,7 +27,7 @@ from indexers.ingest.pipeline import Pipeline
 from indexers.ingest.ray.pipeline import RayOptions, RayPipeline
 from indexers.ingest.retier import RetierReport
 from indexers.ingest.retier import retier as run_retier
-from indexers.manifest import IndexManifest, check_manifest
+from indexers.manifest import IndexManifest, IndexMismatch, check_manifest, stored_manifest
 from indexers.records import TierName
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
@@ -267,15 +267,8 @@ def build_searcher(
 
 async def build_services(settings: Settings, embedder: Embedder | None = None) -> Services:
     """Everything the service needs, with the tiers opened (and caught up after a crash)."""
-    embedder = embedder or build_embedder(settings)
-    check_manifest(settings.data_dir, IndexManifest.of(embedder.model_name, embedder.dim))
     analyzer = Analyzer()
-    tiers = build_tiers(settings, embedder.dim, analyzer)
-    for name, tier in tiers.items():
-        try:
-            await tier.ensure()
-        except TierUnavailable as exc:  # a server not up yet: start anyway, /readyz says 503
-            log.warning("%s tier (%s) unavailable at start: %s", name, tier.engine, exc)
+    embedder, tiers = await _opened(settings, embedder, analyzer)
     metrics = Metrics()
     embed_worker = build_embed_worker(settings, embedder, metrics)
     if settings.faults_file is not None:  # the fault matrix's failpoints (rag_router/faults.py)
@@ -324,6 +317,46 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         answerer=answerer,
         cache=cache,
     )
+
+
+async def _opened(
+    settings: Settings, embedder: Embedder | None, analyzer: Analyzer
+) -> tuple[Embedder, dict[TierName, Tier]]:
+    """The embedder and the opened tiers. On an existing index the model loads while the tiers
+    open (its manifest gives their dimension): at 10M chunks each took seconds of ``serve``'s
+    start, one after the other. The manifest is checked once the model is known."""
+    stored = stored_manifest(settings.data_dir) if embedder is None else None
+    if stored is None:
+        embedder = embedder or build_embedder(settings)
+        check_manifest(settings.data_dir, IndexManifest.of(embedder.model_name, embedder.dim))
+        tiers = build_tiers(settings, embedder.dim, analyzer)
+        await _open(tiers)
+        return embedder, tiers
+    loading = asyncio.create_task(asyncio.to_thread(build_embedder, settings))
+    tiers = build_tiers(settings, stored.dim, analyzer)
+    try:
+        await _open(tiers)
+    finally:
+        loaded = await loading  # a model that fails to load fails the start, as before
+    try:
+        check_manifest(settings.data_dir, IndexManifest.of(loaded.model_name, loaded.dim))
+    except IndexMismatch:
+        await asyncio.gather(*(t.close() for t in tiers.values()), return_exceptions=True)
+        raise
+    return loaded, tiers
+
+
+async def _open(tiers: dict[TierName, Tier]) -> None:
+    """Every tier opened (and caught up after a crash), side by side; a server not up yet is
+    logged and left to /readyz."""
+
+    async def one(name: TierName, tier: Tier) -> None:
+        try:
+            await tier.ensure()
+        except TierUnavailable as exc:  # a server not up yet: start anyway, /readyz says 503
+            log.warning("%s tier (%s) unavailable at start: %s", name, tier.engine, exc)
+
+    await asyncio.gather(*(one(name, tier) for name, tier in tiers.items()))
 
 
 def build_embed_worker(settings: Settings, embedder: Embedder, metrics: Metrics) -> AsyncEmbedder:
