@@ -8,7 +8,8 @@ nDCG@10 of the doc ids returned), the same queries from ``--clients`` clients at
 that finds it), ``POST /v1/retier`` of what the bulk load put hot, and ``DELETE /v1/documents``
 by a metadata filter (1 % of the store). First, before the server starts, the cold tier's FAISS
 index against exact search over the stored float vectors: recall@10 at its own nprobe and along
-a curve of nprobe, with the milliseconds a query takes (one at a time, as the service asks).
+a curve of nprobe, with the milliseconds a query takes (one at a time, as the service asks);
+then the parts of a search and of the start, one by one (bench/scale_anatomy.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import httpx
 import numpy as np
 
 from bench._common import percentiles, start_server
+from bench.scale_anatomy import anatomy
 
 PROBE = "quorblax"  # no analyzer splits it; no corpus has it
 
@@ -330,6 +332,11 @@ def measure(
     if not light:  # first: the figure a run cut short must not lose (the store as built, no server)
         queries, _ = _queries(args.scifact)
         out["vectors_vs_exact"] = exact_recall(data_dir, list(queries.values()))
+        saved()
+        try:  # where the cold tier's, the rerank's and the start's time goes (no server yet)
+            out["anatomy"] = anatomy(data_dir, list(queries.values()))
+        except Exception as exc:  # a part that fails costs its own figures, not the run's
+            out["anatomy"] = {"error": repr(exc)}
         saved()
     proc, url, ready = _serve(data_dir, log)
     out["serve_ready_s"] = round(ready, 2)
