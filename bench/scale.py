@@ -96,6 +96,9 @@ def main() -> None:
     )
     parser.add_argument("--skip-alone", action="store_true")
     parser.add_argument(
+        "--skip-delete", action="store_true", help="no delete by filter (minutes at 10M chunks)"
+    )
+    parser.add_argument(
         "--measure-only",
         action="store_true",
         help="measure the store already in --work/data (the last --sizes names its documents)",
@@ -144,7 +147,8 @@ def main() -> None:
         shutil.rmtree(folder)  # the disk is the next step's
         result["steps"].append(entry)
         _save(result, args.out)
-        measure(data_dir, args, light=False, log=log, delete_batch=f"b{step:02d}", out=entry, saved=save)
+        batch = None if args.skip_delete else f"b{step:02d}"
+        measure(data_dir, args, light=False, log=log, delete_batch=batch, out=entry, saved=save)
         have = size
     print(json.dumps(result, indent=2))
 

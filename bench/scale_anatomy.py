@@ -84,6 +84,8 @@ def anatomy(data_dir: Path, texts: list[str]) -> dict[str, Any]:
     threshold = settings.elastic.ivf_threshold
     out: dict[str, Any] = {"opening": opening(data_dir, embedder.dim, threshold)}
     analyzer = Analyzer()
+    tokenizers = getattr(embedder, "tokenizers", None)  # what ``embed`` tokenizes with
+    ids = tokenizers().ids if tokenizers is not None else embedder.count_tokens
     vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
     cold = LocalCold(data_dir / "cold", dim=embedder.dim, analyzer=analyzer, ivf_threshold=threshold)
     cold.ensure()
@@ -107,7 +109,7 @@ def anatomy(data_dir: Path, texts: list[str]) -> dict[str, Any]:
             said = list(dict.fromkeys(s for c in chunks.values() for s in rerank_sentences(c.text)))
             if said:
                 sentences.append(len(said))
-                _ms(lambda s=said: embedder.count_tokens(s), tokenize)
+                _ms(lambda s=said: ids(s), tokenize)
                 _ms(lambda s=said: embedder.embed(s), embed)
     finally:
         cold.close()
