@@ -1,5 +1,5 @@
 """What every embedder that runs passes shares: ``PassEmbedder`` (token counting, and ``embed``
-as length-sorted passes of token ids) and ``resolve_device``.
+as length-sorted passes of token ids), ``resolve_device`` and ``attention_without_cudnn``.
 
 A room of its own below ``embedder.py`` (sentence-transformers), ``passes.py`` (the transformer
 alone, for Ray's actors) and ``onnx.py``: each subclasses ``PassEmbedder``, and ``embedder.py``
@@ -32,6 +32,19 @@ def resolve_device(device: str) -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def attention_without_cudnn(device: str) -> None:
+    """On a GPU, attention by the flash and memory-efficient kernels, not cuDNN's: torch builds
+    a cuDNN graph for every new (rows, length) shape it meets, and an embedder's batches are
+    ever new shapes (the rerank stage's sentences, queries of new lengths, ingest's passes). On
+    an H200 (torch 2.11) 40 batches of 5-44 sentences took p50 59.5 ms, max 578 ms, with cuDNN's
+    kernel; 5.8 ms, max 11.2 ms, without (docs/benchmarks.md, "10M chunks"). A process-wide
+    switch of torch's; nothing here uses cuDNN's attention."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.backends.cuda.enable_cudnn_sdp(False)
 
 
 class PassEmbedder:

@@ -18,7 +18,7 @@ from typing import Protocol
 import numpy as np
 
 from indexers.embed import e5
-from indexers.embed.base import PassEmbedder, resolve_device
+from indexers.embed.base import PassEmbedder, attention_without_cudnn, resolve_device
 from indexers.embed.query_batcher import Observe, QueryBatcher
 from indexers.embed.tokens import tensors, untruncated
 from indexers.records import Vector
@@ -160,6 +160,7 @@ class SentenceTransformerEmbedder(PassEmbedder):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         self.configured_device = device  # "auto" resolves where the model runs (a Ray actor too)
         self.device = resolve_device(device)
+        attention_without_cudnn(self.device)
         # On a GPU host the tokenizer is the bottleneck: let it use every core (its Rust threads
         # run without the GIL). On a small CPU box the model needs the cores.
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "true" if self.device.startswith("cuda") else "false")

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from indexers.embed.base import PassEmbedder, resolve_device
+from indexers.embed.base import PassEmbedder, attention_without_cudnn, resolve_device
 from indexers.embed.tokens import Tokenizers, tensors
 from indexers.records import Vector
 
@@ -137,6 +137,7 @@ class TransformerPasses(PassEmbedder):
         from indexers.embed import bert
 
         self.device = device or resolve_device(recipe.device)
+        attention_without_cudnn(self.device)
         # a BERT encoder without transformers' imports (indexers.embed.bert); any other through it
         model: Any = bert.load(recipe.path)
         self.transformers = model is None

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from indexers.embed.base import resolve_device
+from indexers.embed.base import attention_without_cudnn, resolve_device
 from rag_router.search.fuse import Hit
 
 log = logging.getLogger(__name__)
@@ -31,6 +31,7 @@ class CrossEncoderReranker:
         from sentence_transformers import CrossEncoder
 
         self.device = resolve_device(device)
+        attention_without_cudnn(self.device)
         self.name = f"cross-encoder {Path(model).name or model}"
         self._batch = batch
         self._model: Any = None
