@@ -45,7 +45,7 @@ def _ms(fn: Callable[[], Any], into: list[float]) -> Any:
     return value
 
 
-def opening(data_dir: Path, dim: int, ivf_threshold: int) -> dict[str, float]:
+def opening(data_dir: Path, dim: int, ivf_threshold: int) -> dict[str, float | int]:
     """Seconds each part of the cold tier takes to open (what ``LocalCold._parts`` does)."""
     from indexers.tiers.cold_lexical import LexicalIndex
     from indexers.tiers.cold_store import Store
@@ -54,6 +54,7 @@ def opening(data_dir: Path, dim: int, ivf_threshold: int) -> dict[str, float]:
     cold = data_dir / "cold"
     store, out_store = _seconds(lambda: Store(cold / "cold.sqlite"))
     lexical, out_lexical = _seconds(lambda: LexicalIndex(cold / "tantivy"))
+    segments = int(lexical.index.searcher().num_segments)  # each is searched on its own
     vectors = VectorIndex(cold / "vectors.faiss", dim, ivf_threshold)
     _, out_faiss = _seconds(vectors.load)
     _, out_count = _seconds(lambda: store.reader().execute("SELECT COUNT(*) FROM chunks").fetchone())
@@ -64,6 +65,7 @@ def opening(data_dir: Path, dim: int, ivf_threshold: int) -> dict[str, float]:
     return {
         "sqlite_s": out_store,
         "tantivy_s": out_lexical,
+        "tantivy_segments": segments,
         "faiss_read_s": out_faiss,
         "count_s": out_count,
         "model_load_process_s": model or -1.0,
