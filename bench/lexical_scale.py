@@ -1,0 +1,108 @@
+"""The cold tier's tantivy leg alone at a size this machine can build: three query shapes.
+
+Builds a ``LexicalIndex`` of ``--docs`` documents (a title and 2-6 pool sentences each, as
+bench/scale_corpus.py recombines them; written as a bulk load writes: 8 threads, 512 MB, a
+commit every 100k), then times SciFact's 300 test queries, top 100, as the union of their terms under
+the tenant's term, as the bare union with tantivy's total count, and as the bare union without it.
+
+    python bench/lexical_scale.py --pool pool.json.gz --scifact ../shared/data/scifact \\
+        --docs 10000000 --index /tmp/lexical-10m
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import tantivy
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._common import machine, percentiles
+from indexers.text.lexical import Analyzer
+from indexers.tiers.cold_lexical import LexicalIndex
+from indexers.tiers.query import Filters
+
+BATCH = 100_000
+
+
+def build(index: LexicalIndex, pool: Path, docs: int, analyzer: Analyzer) -> float:
+    with gzip.open(pool, "rt", encoding="utf-8") as f:
+        words = json.load(f)
+    sentences = [" ".join(analyzer.terms(s)) for s in words["sentences"]]
+    titles = [" ".join(analyzer.terms(t)) for t in words["titles"]]
+    rng = np.random.default_rng(1)
+    index.reopen_writer(threads=8, heap_mb=512)
+    began = time.perf_counter()
+    for start in range(0, docs, BATCH):
+        n = min(BATCH, docs - start)
+        picks, sizes = rng.integers(0, len(sentences), size=(n, 6)), rng.integers(2, 7, size=n)
+        named = rng.integers(0, len(titles), size=n)
+        rows = [
+            (
+                start + i + 1,
+                "default",
+                titles[named[i]] + " " + " ".join(sentences[j] for j in picks[i, : sizes[i]]),
+                None,
+                None,
+                [],
+            )
+            for i in range(n)
+        ]
+        index.add(rows, [], new_above=docs + 1)
+        index.commit(start + n)
+    index.writer.wait_merging_threads()
+    return round(time.perf_counter() - began, 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--pool", type=Path, required=True, help="bench/scale_corpus.py pool's output")
+    parser.add_argument("--scifact", type=Path, required=True, help="SciFact in BEIR layout (its queries)")
+    parser.add_argument("--docs", type=int, default=3_000_000)
+    parser.add_argument("--index", type=Path, required=True, help="an empty folder (or one built before)")
+    args = parser.parse_args()
+    analyzer = Analyzer()
+    index = LexicalIndex(args.index)
+    out: dict[str, object] = {"machine": machine(), "docs": args.docs}
+    if index.index.searcher().num_docs == 0:
+        out["build_s"] = build(index, args.pool, args.docs, analyzer)
+    out["segments"] = index.index.searcher().num_segments
+    with (args.scifact / "qrels" / "test.tsv").open(encoding="utf-8") as f:
+        tested = {line.split("\t")[0] for line in f}
+    with (args.scifact / "queries.jsonl").open(encoding="utf-8") as f:
+        texts = [q["text"] for q in map(json.loads, f) if q["_id"] in tested]
+    queries = [list(dict.fromkeys(analyzer.terms(t))) for t in texts]
+    schema, tenant = index.schema, Filters(tenant="default")
+
+    def bare(terms: list[str], count: bool) -> object:
+        union = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "terms", t)) for t in terms]
+        )
+        return index.index.searcher().search(union, limit=100, count=count).hits
+
+    shapes: dict[str, Callable[[list[str]], object]] = {
+        "under_the_tenant_term": lambda t: index.search(t, tenant, 100, by_tenant=True),
+        "bare_with_count": lambda t: bare(t, True),
+        "bare_no_count": lambda t: bare(t, False),
+    }
+    for name, search in shapes.items():
+        ms = []
+        for terms in queries:
+            began = time.perf_counter()
+            search(terms)
+            ms.append((time.perf_counter() - began) * 1000)
+        out[name] = percentiles(ms)
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
