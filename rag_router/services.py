@@ -8,10 +8,9 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import cast
 
 import yaml
-from pydantic import SecretStr
 
 from indexers.embed.base import PassEmbedder
 from indexers.embed.cache import EmbeddingCache
@@ -27,14 +26,11 @@ from indexers.ingest.pipeline import Pipeline
 from indexers.ingest.ray.pipeline import RayOptions, RayPipeline
 from indexers.ingest.retier import RetierReport
 from indexers.ingest.retier import retier as run_retier
-from indexers.manifest import IndexManifest, IndexMismatch, check_manifest, stored_manifest
 from indexers.records import TierName
 from indexers.text.chunk import Chunker
 from indexers.text.lexical import Analyzer
-from indexers.tiers.base import StoreTier, Tier, TierError, TierUnavailable
-from indexers.tiers.disk import DiskGuard, disk_full
-from indexers.tiers.local_cold import LocalColdTier
-from indexers.tiers.qdrant_edge import QdrantEdgeTier
+from indexers.tiers.base import StoreTier, Tier, TierError
+from indexers.tiers.disk import disk_full
 from rag_router.answer.condense import Condenser
 from rag_router.answer.evidence import SentenceFloor, SentenceScorer
 from rag_router.answer.flow import Answerer
@@ -49,6 +45,7 @@ from rag_router.search.flow import Searcher
 from rag_router.search.rerank import Rerank, Reranker, SentenceReranker
 from rag_router.search.route import Policy
 from rag_router.settings import PROMPTS, Settings, shared_store
+from rag_router.stores import cold_tier, disk_guard, hot_tier, opened
 
 log = logging.getLogger(__name__)
 
@@ -103,70 +100,6 @@ def service_error(exc: BaseException) -> RagError | None:
     if isinstance(exc, TierError):
         return BackendUnavailable(f"a storage engine failed: {exc}")
     return None
-
-
-def disk_guard(settings: Settings) -> DiskGuard:
-    """Writes refused while the data dir's file system is under ``storage.min_free_mb``."""
-    return DiskGuard(settings.data_dir, settings.storage.min_free_mb * 2**20)
-
-
-def build_tiers(settings: Settings, dim: int, analyzer: Analyzer) -> dict[TierName, Tier]:
-    """Server engines where a URL is set, embedded engines otherwise; no code change to switch."""
-    return {"hot": hot_tier(settings, dim, analyzer), "cold": cold_tier(settings, dim, analyzer)}
-
-
-def _secret(value: SecretStr | None) -> str | None:
-    return value.get_secret_value() if value is not None else None
-
-
-def hot_tier(settings: Settings, dim: int, analyzer: Analyzer) -> Tier:
-    """The hot tier the settings name (the Ray engine's workers open a server tier with it too)."""
-    q = settings.qdrant
-    if q.url:
-        from qdrant_client import AsyncQdrantClient
-
-        from indexers.tiers.qdrant_server import QdrantServerTier
-
-        # no version probe in a background thread at construction; /readyz reports reachability
-        client = AsyncQdrantClient(url=q.url, api_key=_secret(q.api_key), check_compatibility=False)
-        return QdrantServerTier(
-            client, collection=q.collection, dim=dim, analyzer=analyzer, hnsw_ef=q.hnsw_ef
-        )
-    return QdrantEdgeTier(
-        settings.data_dir / "hot",
-        dim=dim,
-        analyzer=analyzer,
-        indexing_threshold_kb=q.indexing_threshold_kb,
-        hnsw_ef=q.hnsw_ef,
-        fresh_limit=q.fresh_limit,
-        compaction=q.compaction,
-        nice=settings.thread_nice // 2,
-        guard=disk_guard(settings),
-    )
-
-
-def cold_tier(settings: Settings, dim: int, analyzer: Analyzer) -> Tier:
-    """The cold tier the settings name (the Ray engine's workers open a server tier with it too)."""
-    e = settings.elastic
-    if e.url:
-        from elasticsearch import AsyncElasticsearch
-
-        from indexers.tiers.elastic import ElasticTier
-
-        auth: dict[str, Any] = {"api_key": _secret(e.api_key)} if e.api_key else {}
-        if not e.api_key and e.username:
-            auth = {"basic_auth": (e.username, _secret(e.password) or "")}
-        if e.ca_certs:
-            auth["ca_certs"] = e.ca_certs
-        client = AsyncElasticsearch(e.url, **auth)
-        return ElasticTier(client, index=e.index, dim=dim)
-    return LocalColdTier(
-        settings.data_dir / "cold",
-        dim=dim,
-        analyzer=analyzer,
-        ivf_threshold=e.ivf_threshold,
-        nice=settings.thread_nice // 2,
-    )
 
 
 def build_pipeline(
@@ -268,7 +201,7 @@ def build_searcher(
 async def build_services(settings: Settings, embedder: Embedder | None = None) -> Services:
     """Everything the service needs, with the tiers opened (and caught up after a crash)."""
     analyzer = Analyzer()
-    embedder, tiers = await _opened(settings, embedder, analyzer)
+    embedder, tiers = await opened(settings, embedder, analyzer)
     metrics = Metrics()
     embed_worker = build_embed_worker(settings, embedder, metrics)
     if settings.faults_file is not None:  # the fault matrix's failpoints (rag_router/faults.py)
@@ -317,46 +250,6 @@ async def build_services(settings: Settings, embedder: Embedder | None = None) -
         answerer=answerer,
         cache=cache,
     )
-
-
-async def _opened(
-    settings: Settings, embedder: Embedder | None, analyzer: Analyzer
-) -> tuple[Embedder, dict[TierName, Tier]]:
-    """The embedder and the opened tiers. On an existing index the model loads while the tiers
-    open (its manifest gives their dimension): at 10M chunks each took seconds of ``serve``'s
-    start, one after the other. The manifest is checked once the model is known."""
-    stored = stored_manifest(settings.data_dir) if embedder is None else None
-    if stored is None:
-        embedder = embedder or build_embedder(settings)
-        check_manifest(settings.data_dir, IndexManifest.of(embedder.model_name, embedder.dim))
-        tiers = build_tiers(settings, embedder.dim, analyzer)
-        await _open(tiers)
-        return embedder, tiers
-    loading = asyncio.create_task(asyncio.to_thread(build_embedder, settings))
-    tiers = build_tiers(settings, stored.dim, analyzer)
-    try:
-        await _open(tiers)
-    finally:
-        loaded = await loading  # a model that fails to load fails the start, as before
-    try:
-        check_manifest(settings.data_dir, IndexManifest.of(loaded.model_name, loaded.dim))
-    except IndexMismatch:
-        await asyncio.gather(*(t.close() for t in tiers.values()), return_exceptions=True)
-        raise
-    return loaded, tiers
-
-
-async def _open(tiers: dict[TierName, Tier]) -> None:
-    """Every tier opened (and caught up after a crash), side by side; a server not up yet is
-    logged and left to /readyz."""
-
-    async def one(name: TierName, tier: Tier) -> None:
-        try:
-            await tier.ensure()
-        except TierUnavailable as exc:  # a server not up yet: start anyway, /readyz says 503
-            log.warning("%s tier (%s) unavailable at start: %s", name, tier.engine, exc)
-
-    await asyncio.gather(*(one(name, tier) for name, tier in tiers.items()))
 
 
 def build_embed_worker(settings: Settings, embedder: Embedder, metrics: Metrics) -> AsyncEmbedder:

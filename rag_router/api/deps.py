@@ -20,7 +20,8 @@ from rag_router.errors import RateLimited, Unauthorized
 from rag_router.search.filters import parse_filters
 from rag_router.search.flow import SearchParams
 from rag_router.search.followup import resolve
-from rag_router.services import Services, disk_guard, service_error
+from rag_router.services import Services, service_error
+from rag_router.stores import disk_guard
 
 log = logging.getLogger(__name__)
 

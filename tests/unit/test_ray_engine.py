@@ -411,8 +411,8 @@ async def test_workers_write_a_server_tier_themselves(
     in-process pipeline stores, embed nothing on a re-run, and the last copy of an id met in two
     units is what stays although the workers' writes land in any order."""
     from indexers.tiers.elastic import ElasticTier
-    from rag_router.services import cold_tier
     from rag_router.settings import Settings
+    from rag_router.stores import cold_tier
     from tests.fakes.elastic import FakeElastic
     from tests.fakes.vllm import serve
 
@@ -489,8 +489,8 @@ async def test_workers_write_a_real_server(
     """The same against a real server (``RAG_TEST_QDRANT_URL`` / ``RAG_TEST_ELASTIC_URL``)."""
     import os
 
-    from rag_router.services import cold_tier, hot_tier
     from rag_router.settings import Settings
+    from rag_router.stores import cold_tier, hot_tier
 
     url = os.environ.get(f"RAG_TEST_{server.upper()}_URL")
     if not url:

@@ -10,7 +10,7 @@ import pytest
 from indexers.embed.embedder import SentenceTransformerEmbedder
 from indexers.manifest import MANIFEST, IndexManifest, IndexMismatch, check_manifest
 from indexers.tiers.local_cold import LocalCold, LocalColdTier
-from rag_router import services
+from rag_router import services, stores
 from rag_router.settings import Settings
 
 
@@ -34,7 +34,7 @@ async def test_the_model_loads_while_the_tiers_open(
         return embedder
 
     monkeypatch.setattr(LocalCold, "ensure", ensure_and_say)
-    monkeypatch.setattr(services, "build_embedder", load)
+    monkeypatch.setattr(stores, "build_embedder", load)
     started = await services.build_services(settings)
     assert started.embedder is embedder
     assert await started.tiers["cold"].count() == 0
@@ -45,7 +45,7 @@ async def test_a_model_the_index_was_not_written_with_is_still_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, embedder: SentenceTransformerEmbedder
 ) -> None:
     check_manifest(tmp_path, IndexManifest("intfloat/multilingual-e5-small", embedder.dim))
-    monkeypatch.setattr(services, "build_embedder", lambda s: embedder)
+    monkeypatch.setattr(stores, "build_embedder", lambda s: embedder)
     closed: list[str] = []
     close = LocalColdTier.close
 
