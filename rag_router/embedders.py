@@ -13,7 +13,7 @@ from typing import cast
 
 from indexers.embed import e5
 from indexers.embed.base import PassEmbedder, resolve_device
-from indexers.embed.embedder import DEFAULT_MODEL, Embedder, SentenceTransformerEmbedder
+from indexers.embed.embedder import DEFAULT_MODEL, Embedder
 from indexers.embed.split import Lazy, SplitEmbedder
 from indexers.manifest import MANIFEST, IndexManifest, index_exists
 from rag_router.settings import AUTO_MODEL, EmbeddingSettings, Settings
@@ -91,8 +91,14 @@ def _one_model(e: EmbeddingSettings, model: str, query_prefix: str, passage_pref
         )
         onnx.set_prefixes(query=query_prefix, passage=passage_prefix)
         return onnx
-    torch = SentenceTransformerEmbedder(
-        model, device=e.device, max_batch=e.max_batch, max_batch_tokens=e.max_batch_tokens
+    from indexers.embed.quick import torch_embedder
+
+    torch = torch_embedder(
+        model,
+        device=e.device,
+        max_batch=e.max_batch,
+        max_batch_tokens=e.max_batch_tokens,
+        cache_dir=e.cache_dir / "torch",
     )
     torch.set_prefixes(query=query_prefix, passage=passage_prefix)
     return torch

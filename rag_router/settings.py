@@ -93,7 +93,7 @@ class EmbeddingSettings(BaseModel):
         default_factory=lambda: (
             Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rag-router"
         ),
-        description="exported ONNX models (once per machine)",
+        description="exported ONNX models and the torch backend's checked passes (once per machine)",
     )
     languages: list[str] | None = Field(
         None,
