@@ -3,8 +3,9 @@
 bench/scale.py runs it on each store before the server starts (the store as built). The server
 times its stages (embed, cold, rerank, ...); this splits the two that grew with the store:
 
-- the embedded cold tier's search, one leg at a time: tantivy's BM25 (with its chunk-id lookup),
-  FAISS (the server's threads and nprobe), both legs in one call, and the hydration of ten hits;
+- the embedded cold tier's search, one leg at a time: tantivy's BM25 (with its chunk-id lookup;
+  also at depths 50 and 20 instead of the fusion's 100: what a shallower leg would save), FAISS
+  (the server's threads and nprobe), both legs in one call, and the hydration of ten hits;
 - the rerank stage's sentence vectors: the sentences of each query's first ten hits, tokenized
   alone and embedded (tokenizing included), as the stage embeds them when the store has none;
 - ``serve``'s start: the cold tier's SQLite, tantivy and FAISS opened one by one, the row count
@@ -92,6 +93,7 @@ def anatomy(data_dir: Path, texts: list[str]) -> dict[str, Any]:
     cold = LocalCold(data_dir / "cold", dim=embedder.dim, analyzer=analyzer, ivf_threshold=threshold)
     cold.ensure()
     lexical: list[float] = []
+    shallower: dict[int, list[float]] = {50: [], 20: []}
     dense: list[float] = []
     both: list[float] = []
     hydrate: list[float] = []
@@ -104,6 +106,8 @@ def anatomy(data_dir: Path, texts: list[str]) -> dict[str, Any]:
                 text, analyzer.query_terms(text), vector, Filters(tenant="default"), k=100, payload=False
             )
             _ms(lambda q=query: cold.search(replace(q, legs=("lexical",))), lexical)
+            for k, into in shallower.items():  # what a smaller lexical depth would save
+                _ms(lambda q=query, k=k: cold.search(replace(q, legs=("lexical",), k=k)), into)
             _ms(lambda q=query: cold.search(replace(q, legs=("dense",))), dense)
             found = _ms(lambda q=query: cold.search(q), both)
             refs = [h.ref for h in found.get("dense", [])[:10]]
@@ -117,6 +121,7 @@ def anatomy(data_dir: Path, texts: list[str]) -> dict[str, Any]:
         cold.close()
     out["cold_ms"] = {
         "lexical": percentiles(lexical),
+        **{f"lexical_k{k}": percentiles(v) for k, v in shallower.items()},
         "dense": percentiles(dense),
         "both_in_one_call": percentiles(both),
         "hydrate_10": percentiles(hydrate),
