@@ -3,7 +3,8 @@
 Builds a ``LexicalIndex`` of ``--docs`` documents (a title and 2-6 pool sentences each, as
 bench/scale_corpus.py recombines them; written as a bulk load writes: 8 threads, 512 MB, a
 commit every 100k), then times SciFact's 300 test queries, top 100, as the union of their terms under
-the tenant's term, as the bare union with tantivy's total count, and as the bare union without it.
+the tenant's term, as the bare union with tantivy's total count, and as the bare union without it;
+then as the tier searches a store of one tenant (that last shape) at depths 100, 50 and 20.
 
     python bench/lexical_scale.py --pool pool.json.gz --scifact ../shared/data/scifact \\
         --docs 10000000 --index /tmp/lexical-10m
@@ -12,6 +13,7 @@ the tenant's term, as the bare union with tantivy's total count, and as the bare
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import json
 import sys
@@ -89,10 +91,15 @@ def main() -> None:
         )
         return index.index.searcher().search(union, limit=100, count=count).hits
 
+    def alone(terms: list[str], k: int) -> object:
+        return index.search(terms, tenant, k, by_tenant=False)
+
     shapes: dict[str, Callable[[list[str]], object]] = {
         "under_the_tenant_term": lambda t: index.search(t, tenant, 100, by_tenant=True),
         "bare_with_count": lambda t: bare(t, True),
         "bare_no_count": lambda t: bare(t, False),
+        # the tier's own call (a store of one tenant), at the fusion's depth and shallower ones
+        **{f"search_k{k}": functools.partial(alone, k=k) for k in (100, 50, 20)},
     }
     for name, search in shapes.items():
         ms = []
