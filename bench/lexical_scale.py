@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import tantivy
@@ -34,19 +35,23 @@ from indexers.tiers.query import Filters
 BATCH = 100_000
 
 
-def build(index: LexicalIndex, pool: Path, docs: int, analyzer: Analyzer) -> float:
+def build(index: LexicalIndex | list[LexicalIndex], pool: Path, docs: int, analyzer: Analyzer) -> float:
+    """Index ``docs`` recombined documents; with several indexes, document ``seq`` goes to the
+    ``seq % len(indexes)``th (the same documents as into one: bench/lexical_shards.py)."""
+    indexes = index if isinstance(index, list) else [index]
     with gzip.open(pool, "rt", encoding="utf-8") as f:
         words = json.load(f)
     sentences = [" ".join(analyzer.terms(s)) for s in words["sentences"]]
     titles = [" ".join(analyzer.terms(t)) for t in words["titles"]]
     rng = np.random.default_rng(1)
-    index.reopen_writer(threads=8, heap_mb=512)
+    for each in indexes:
+        each.reopen_writer(threads=max(1, 8 // len(indexes)), heap_mb=max(64, 512 // len(indexes)))
     began = time.perf_counter()
     for start in range(0, docs, BATCH):
         n = min(BATCH, docs - start)
         picks, sizes = rng.integers(0, len(sentences), size=(n, 6)), rng.integers(2, 7, size=n)
         named = rng.integers(0, len(titles), size=n)
-        rows = [
+        rows: list[tuple[Any, ...]] = [
             (
                 start + i + 1,
                 "default",
@@ -57,9 +62,11 @@ def build(index: LexicalIndex, pool: Path, docs: int, analyzer: Analyzer) -> flo
             )
             for i in range(n)
         ]
-        index.add(rows, [], new_above=docs + 1)
-        index.commit(start + n)
-    index.writer.wait_merging_threads()
+        for i, each in enumerate(indexes):
+            each.add(rows[(i - start - 1) % len(indexes) :: len(indexes)], [], new_above=docs + 1)
+            each.commit(start + n)
+    for each in indexes:
+        each.writer.wait_merging_threads()
     return round(time.perf_counter() - began, 1)
 
 
