@@ -46,6 +46,15 @@ class ElasticSettings(BaseModel):
     ca_certs: str | None = Field(None, description="CA bundle for an https URL with a private CA")
     index: str = Field("rag-cold", description="the cold tier's index (its template matches index*)")
     ivf_threshold: int = Field(200_000, ge=1, description="vectors above which FAISS switches to IVF-SQ8")
+    lexical_shards: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="tantivy shards the embedded cold tier's lexical leg searches side by side: for "
+        "millions of chunks on many cores (4 took that leg from 26.9 to 14.9 ms p50 at 10M chunks on "
+        "2 cores); each shard scores with its own statistics. A change re-indexes the store from "
+        "SQLite at the next start",
+    )
 
 
 class LLMSettings(BaseModel):

@@ -87,6 +87,7 @@ def cold_tier(settings: Settings, dim: int, analyzer: Analyzer) -> Tier:
         dim=dim,
         analyzer=analyzer,
         ivf_threshold=e.ivf_threshold,
+        lexical_shards=e.lexical_shards,
         nice=settings.thread_nice // 2,
     )
 

@@ -20,8 +20,8 @@ import numpy as np
 
 from indexers.records import Vector
 from indexers.sqlite import Checkpointer
-from indexers.tiers.cold_lexical import LexicalIndex
 from indexers.tiers.cold_segment import ADOPT_GROUP, ColdLookup, adopt
+from indexers.tiers.cold_shards import Lexical
 from indexers.tiers.cold_store import Store, last_seq, lexical_rows, tombstones, vector_rows
 from indexers.tiers.cold_vectors import KMeans, VectorIndex
 
@@ -56,8 +56,8 @@ class BulkLoads:
         self.bulk_seconds: dict[str, float] = {}
 
     # LocalCold's: the tier's parts, opened; and its catch-up (store, lexical, vectors, k-means, regrow)
-    _parts: Callable[[], tuple[Store, LexicalIndex, VectorIndex]]
-    _catch_up: Callable[[Store, LexicalIndex, VectorIndex, KMeans | None, bool], None]
+    _parts: Callable[[], tuple[Store, Lexical, VectorIndex]]
+    _catch_up: Callable[[Store, Lexical, VectorIndex, KMeans | None, bool], None]
 
     def lookup(self) -> ColdLookup:
         """Reads of stored hashes for other processes (the Ray engine's workers)."""
@@ -213,7 +213,7 @@ class BulkLoads:
             raise failed
 
     def _end(
-        self, store: Store, lexical: LexicalIndex, vectors: VectorIndex, committing: Future[None]
+        self, store: Store, lexical: Lexical, vectors: VectorIndex, committing: Future[None]
     ) -> Exception | None:
         """``bulk_end`` under the write lock; the last commit's failure, if it failed."""
         # every feed before the commit done, none failed (a write since may have reported one)
@@ -236,7 +236,7 @@ class BulkLoads:
             failed = exc
         self._feeding = []  # all done (the commit ran after them): reported here, not by later writes
         if failed is not None:
-            lexical.writer.rollback()
+            lexical.rollback()
         if failed is not None or (not built and store.version() != self._version_before):
             began = time.perf_counter()
             # a re-run that wrote nothing skips it; into a non-empty tier, the load's k-means

@@ -137,5 +137,14 @@ class LexicalIndex:
                 [(tantivy.Occur.Should, inside), (tantivy.Occur.Should, missing)]
             )
 
+    def rollback(self) -> None:
+        """Drop what was added since the last commit."""
+        self.writer.rollback()
+
+    @property
+    def segments(self) -> int:
+        """Segments a search visits, one after the other."""
+        return int(self.index.searcher().num_segments)
+
     def close(self) -> None:
         self.writer.wait_merging_threads()

@@ -34,14 +34,13 @@ from indexers.records import SPACE_KEY, EmbeddedChunk, StoredChunk, Vector, chun
 from indexers.text.lexical import Analyzer
 from indexers.tiers.base import DatedDocument, LegResults
 from indexers.tiers.cold_bulk import BulkLoads
-from indexers.tiers.cold_lexical import LexicalIndex
 from indexers.tiers.cold_segment import COLUMNS, ON_CONFLICT, row_of
+from indexers.tiers.cold_shards import Lexical, catch_up_lexical, drop_other_layouts, open_lexical
 from indexers.tiers.cold_store import (
     ROW_COLUMNS,
     Store,
     document_page,
     filter_sql,
-    lexical_rows,
     vector_rows,
 )
 from indexers.tiers.cold_vectors import KMeans, VectorIndex
@@ -53,15 +52,25 @@ log = logging.getLogger(__name__)
 
 
 class LocalCold(BulkLoads):
-    """The embedded cold engine (blocking): SQLite + tantivy + FAISS in ``path``."""
+    """The embedded cold engine (blocking): SQLite + tantivy + FAISS in ``path``; tantivy in
+    ``lexical_shards`` shards searched side by side (``indexers.tiers.cold_shards``)."""
 
-    def __init__(self, path: Path, *, dim: int, analyzer: Analyzer, ivf_threshold: int = 200_000) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        dim: int,
+        analyzer: Analyzer,
+        ivf_threshold: int = 200_000,
+        lexical_shards: int = 1,
+    ) -> None:
         self._path = path
         self._dim = dim
         self._analyzer = analyzer
         self._ivf_threshold = ivf_threshold
+        self._lexical_shards = lexical_shards
         self._store: Store | None = None
-        self._lexical: LexicalIndex | None = None
+        self._lexical: Lexical | None = None
         self._vectors: VectorIndex | None = None
         self._open_lock = threading.Lock()
         BulkLoads.__init__(self)
@@ -70,14 +79,15 @@ class LocalCold(BulkLoads):
     def engine(self) -> str:
         return "tantivy+faiss+sqlite"
 
-    def _parts(self) -> tuple[Store, LexicalIndex, VectorIndex]:
+    def _parts(self) -> tuple[Store, Lexical, VectorIndex]:
         with self._open_lock:
             if self._store is None or self._lexical is None or self._vectors is None:
                 self._path.mkdir(parents=True, exist_ok=True)
                 store = Store(self._path / "cold.sqlite")
-                lexical = LexicalIndex(self._path / "tantivy")
+                lexical = open_lexical(self._path, self._lexical_shards)
                 vectors = VectorIndex(self._path / "vectors.faiss", self._dim, self._ivf_threshold)
                 self._catch_up(store, lexical, vectors)
+                drop_other_layouts(self._path, self._lexical_shards)  # this one caught up
                 self._store, self._lexical, self._vectors = store, lexical, vectors
             return self._store, self._lexical, self._vectors
 
@@ -90,7 +100,7 @@ class LocalCold(BulkLoads):
     def _catch_up(
         self,
         store: Store,
-        lexical: LexicalIndex,
+        lexical: Lexical,
         vectors: VectorIndex,
         kmeans: KMeans | None = None,
         regrow: bool = False,
@@ -111,14 +121,7 @@ class LocalCold(BulkLoads):
         elif faiss_mark < version:
             vectors.apply(*self._changes_vectors(conn, faiss_mark), kmeans)
         vectors.save(version)
-        lex_mark = lexical.watermark()
-        if lex_mark < version:
-            rows = lexical_rows(conn, "version > ?", lex_mark)
-            deleted = [
-                r[0] for r in conn.execute("SELECT seq FROM tombstones WHERE version > ?", (lex_mark,))
-            ]
-            lexical.apply(rows, deleted, version)
-            log.info("cold tier: tantivy caught up %d changes, %d deletions", len(rows), len(deleted))
+        catch_up_lexical(conn, lexical, version)
 
     def _changes_vectors(self, conn: sqlite3.Connection, since: int) -> tuple[list[int], Vector, list[int]]:
         seqs, vecs = vector_rows(conn, self._dim, "version > ?", since)
@@ -324,9 +327,18 @@ class LocalColdTier(ThreadedTier):
     """The embedded cold tier: ``LocalCold`` in worker threads."""
 
     def __init__(
-        self, path: Path, *, dim: int, analyzer: Analyzer, ivf_threshold: int = 200_000, nice: int = 0
+        self,
+        path: Path,
+        *,
+        dim: int,
+        analyzer: Analyzer,
+        ivf_threshold: int = 200_000,
+        lexical_shards: int = 1,
+        nice: int = 0,
     ) -> None:
-        self.local = LocalCold(path, dim=dim, analyzer=analyzer, ivf_threshold=ivf_threshold)
+        self.local = LocalCold(
+            path, dim=dim, analyzer=analyzer, ivf_threshold=ivf_threshold, lexical_shards=lexical_shards
+        )
         super().__init__(self.local, name="local-cold", nice=nice)
 
     def flush(self) -> None:

@@ -44,6 +44,17 @@ def local_cold(path: Path, dim: int, **kw: object) -> Tier:
     )
 
 
+def local_cold_shards(path: Path, dim: int, **kw: object) -> Tier:
+    """The embedded cold tier with its lexical index in three shards searched side by side."""
+    return LocalColdTier(
+        path,
+        dim=dim,
+        analyzer=ANALYZER,
+        ivf_threshold=1000 if kw.get("small_index") else 200_000,
+        lexical_shards=3,
+    )
+
+
 def qdrant_local(path: Path, dim: int, **kw: object) -> Tier:
     """qdrant-client's local mode: the server adapter's code paths, in process."""
     from qdrant_client import AsyncQdrantClient
@@ -85,6 +96,7 @@ def elasticsearch(path: Path, dim: int, **kw: object) -> Tier:
 TIERS = {
     "qdrant-edge": qdrant_edge,
     "local-cold": local_cold,
+    "local-cold-shards": local_cold_shards,
     "qdrant-local": qdrant_local,
     "qdrant-server": qdrant_server,
     "elasticsearch": elasticsearch,

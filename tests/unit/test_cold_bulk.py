@@ -1,4 +1,5 @@
-"""The embedded cold tier's bulk loads: commits queued behind tantivy's feed."""
+"""The embedded cold tier's bulk loads: commits queued behind tantivy's feed; each test with one
+lexical index and with three shards (``indexers.tiers.cold_shards``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,18 @@ from indexers.tiers.local_cold import LocalCold
 from indexers.tiers.query import Filters, SearchQuery
 
 
+SHARDS = [1]  # the lexical shards of the tiers the running test opens
+
+
+@pytest.fixture(autouse=True, params=[1, 3], ids=["one-index", "three-shards"])
+def _lexical_shards(request: pytest.FixtureRequest) -> None:
+    SHARDS[0] = request.param
+
+
+def _cold(path: Path, analyzer: Analyzer) -> LocalCold:
+    return LocalCold(path, dim=4, analyzer=analyzer, lexical_shards=SHARDS[0])
+
+
 def _segment(path: Path, names: list[str], analyzer: Analyzer) -> Path:
     items = [
         EmbeddedChunk(
@@ -29,7 +42,7 @@ def _segment(path: Path, names: list[str], analyzer: Analyzer) -> Path:
 def _tier(tmp_path: Path) -> tuple[LocalCold, Analyzer]:
     """An empty cold tier (4-dimensional vectors) and its analyzer."""
     analyzer = Analyzer()
-    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
+    cold = _cold(tmp_path / "cold", analyzer)
     cold.ensure()
     return cold, analyzer
 
@@ -179,7 +192,7 @@ def test_a_feed_failure_a_delete_reported_first_still_leaves_faiss_whole(
         cold.bulk_end()
     assert cold._parts()[2].index.ntotal == 3
     cold.close()
-    reopened = LocalCold(tmp_path / "cold", dim=4, analyzer=Analyzer())
+    reopened = _cold(tmp_path / "cold", Analyzer())
     assert reopened._parts()[2].index.ntotal == 3  # what was saved holds them too
     reopened.close()
 
@@ -230,7 +243,7 @@ def test_a_bulk_load_checkpoints_beside_the_writer_and_hands_it_back_at_the_end(
     assert thread is not None and thread.is_alive()
     cold.close()
     assert not thread.is_alive()
-    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=analyzer)
+    cold = _cold(tmp_path / "cold", analyzer)
     assert sorted(c.doc_id for c in cold.fetch("default", ["alpha", "beta"])) == ["alpha", "beta"]
     cold.close()
 
@@ -281,7 +294,7 @@ def test_a_tier_closed_mid_load_reopens_with_every_vector(tmp_path: Path) -> Non
     catches up with every row."""
     cold = _upserted_mid_load(tmp_path)
     cold.close()
-    reopened = LocalCold(tmp_path / "cold", dim=4, analyzer=Analyzer())
+    reopened = _cold(tmp_path / "cold", Analyzer())
     assert reopened._parts()[2].index.ntotal == 3
     reopened.close()
 
