@@ -1,12 +1,12 @@
-"""The cold tier's tantivy leg split into shards searched side by side: what it would buy.
+"""The cold tier's tantivy leg split into shards searched side by side (``RAG_ELASTIC__LEXICAL_SHARDS``).
 
 tantivy searches an index's segments one after the other on the calling thread (tantivy-py
 offers no executor), and a shallower leg saves nothing (bench/lexical_scale.py: depths 100, 50
 and 20 take the same time at 10M documents). Shards searched in threads (tantivy releases the
 GIL) would divide the leg's time by up to the cores given to it; each shard scores BM25 with its
 own statistics, as an Elasticsearch shard does, so the merged ranking can differ from one
-index's. This builds the same documents as lexical_scale.py into one index and into
-``--shards`` indexes (document ``seq`` into shard ``seq % shards``), then times SciFact's 300
+index's. This builds the same documents as lexical_scale.py into one index and into the tier's
+``ShardedLexical`` of ``--shards`` (document ``seq`` into shard ``seq % shards``), then times SciFact's 300
 test queries, top 100, on one index, on the shards one after the other and on the shards in
 threads, and counts how much of one index's top 10 and top 100 the shards' merged lists keep.
 
@@ -22,7 +22,6 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -31,6 +30,7 @@ from bench._common import machine, percentiles
 from bench.lexical_scale import build
 from indexers.text.lexical import Analyzer
 from indexers.tiers.cold_lexical import LexicalIndex
+from indexers.tiers.cold_shards import ShardedLexical
 from indexers.tiers.query import Filters
 
 K = 100
@@ -49,7 +49,8 @@ def main() -> None:
     args = parser.parse_args()
     analyzer = Analyzer()
     one = LexicalIndex(args.work / "one")
-    shards = [LexicalIndex(args.work / f"shard-{i}") for i in range(args.shards)]
+    sharded = ShardedLexical(args.work / "shards", args.shards)  # the tier's own (cold_shards.py)
+    shards = sharded.parts
     out: dict[str, object] = {"machine": machine(), "docs": args.docs, "shards": args.shards}
     if one.index.searcher().num_docs == 0:
         out["build_one_s"] = build(one, args.pool, args.docs, analyzer)
@@ -65,7 +66,6 @@ def main() -> None:
         texts = [q["text"] for q in map(json.loads, f) if q["_id"] in tested]
     queries = [list(dict.fromkeys(analyzer.terms(t))) for t in texts]
     tenant = Filters(tenant="default")
-    pool = ThreadPoolExecutor(max_workers=args.shards)
 
     def alone(terms: list[str]) -> Hits:
         return one.search(terms, tenant, K, by_tenant=False)
@@ -77,7 +77,7 @@ def main() -> None:
         return merged([s.search(terms, tenant, K, by_tenant=False) for s in shards])
 
     def side_by_side(terms: list[str]) -> Hits:
-        return merged(list(pool.map(lambda s: s.search(terms, tenant, K, by_tenant=False), shards)))
+        return sharded.search(terms, tenant, K, by_tenant=False)
 
     shapes: dict[str, Callable[[list[str]], Hits]] = {
         "one_index": alone,
@@ -99,7 +99,7 @@ def main() -> None:
             for a, b in zip(found["one_index"], found["shards_in_threads"], strict=True)
         ]
         out[f"one_index_top{depth}_kept"] = round(sum(kept) / len(kept), 4)
-    pool.shutdown()
+    sharded.close()
     print(json.dumps(out, indent=2))
 
 

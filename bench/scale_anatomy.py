@@ -46,16 +46,16 @@ def _ms(fn: Callable[[], Any], into: list[float]) -> Any:
     return value
 
 
-def opening(data_dir: Path, dim: int, ivf_threshold: int) -> dict[str, float | int]:
+def opening(data_dir: Path, dim: int, ivf_threshold: int, shards: int) -> dict[str, float | int]:
     """Seconds each part of the cold tier takes to open (what ``LocalCold._parts`` does)."""
-    from indexers.tiers.cold_lexical import LexicalIndex
+    from indexers.tiers.cold_shards import open_lexical
     from indexers.tiers.cold_store import Store
     from indexers.tiers.cold_vectors import VectorIndex
 
     cold = data_dir / "cold"
     store, out_store = _seconds(lambda: Store(cold / "cold.sqlite"))
-    lexical, out_lexical = _seconds(lambda: LexicalIndex(cold / "tantivy"))
-    segments = int(lexical.index.searcher().num_segments)  # each is searched on its own
+    lexical, out_lexical = _seconds(lambda: open_lexical(cold, shards))
+    segments = lexical.segments  # each is searched on its own
     vectors = VectorIndex(cold / "vectors.faiss", dim, ivf_threshold)
     _, out_faiss = _seconds(vectors.load)
     _, out_count = _seconds(lambda: store.reader().execute("SELECT COUNT(*) FROM chunks").fetchone())
@@ -85,12 +85,15 @@ def anatomy(data_dir: Path, texts: list[str]) -> dict[str, Any]:
     settings = get_settings(data_dir=data_dir)
     embedder = build_embedder(settings)
     threshold = settings.elastic.ivf_threshold
-    out: dict[str, Any] = {"opening": opening(data_dir, embedder.dim, threshold)}
+    shards = settings.elastic.lexical_shards
+    out: dict[str, Any] = {"opening": opening(data_dir, embedder.dim, threshold, shards)}
     analyzer = Analyzer()
     tokenizers = getattr(embedder, "tokenizers", None)  # what ``embed`` tokenizes with
     ids = tokenizers().ids if tokenizers is not None else embedder.count_tokens
     vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
-    cold = LocalCold(data_dir / "cold", dim=embedder.dim, analyzer=analyzer, ivf_threshold=threshold)
+    cold = LocalCold(
+        data_dir / "cold", dim=embedder.dim, analyzer=analyzer, ivf_threshold=threshold, lexical_shards=shards
+    )
     cold.ensure()
     lexical: list[float] = []
     shallower: dict[int, list[float]] = {50: [], 20: []}
