@@ -15,7 +15,6 @@ from indexers.tiers.cold_segment import write_segment
 from indexers.tiers.local_cold import LocalCold
 from indexers.tiers.query import Filters, SearchQuery
 
-
 SHARDS = [1]  # the lexical shards of the tiers the running test opens
 
 
