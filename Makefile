@@ -34,8 +34,9 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	touch $@
 
 # Ingest is idempotent: a second `make run` finds every document unchanged and embeds nothing.
+# --this-store: the sample goes where this serve will look, even while another checkout serves.
 run: install
-	$(if $(SAMPLE),$(BIN)/rag-router ingest $(SAMPLE))
+	$(if $(SAMPLE),$(BIN)/rag-router ingest $(SAMPLE) --this-store)
 	$(BIN)/rag-router serve; status=$$?; [ $$status -eq 0 ] || [ $$status -eq 130 ] || [ $$status -eq 143 ]  # Ctrl-C, SIGTERM: a clean stop
 
 # The same, with answers written by the packaged SmolLM2-135M on llama.cpp (CPU, no GPU server)
@@ -46,7 +47,7 @@ $(VENV)/.installed-llm: $(VENV)/.installed
 	touch $@
 
 run-llm: $(VENV)/.installed-llm
-	$(if $(SAMPLE),$(BIN)/rag-router ingest $(SAMPLE))
+	$(if $(SAMPLE),$(BIN)/rag-router ingest $(SAMPLE) --this-store)
 	$(BIN)/rag-router serve --local-llm; status=$$?; [ $$status -eq 0 ] || [ $$status -eq 130 ] || [ $$status -eq 143 ]
 
 test: install-dev

@@ -68,8 +68,9 @@ def _local_url(url: str) -> str:
     return url
 
 
-def server_url(settings: Settings, url: str | None = None) -> str | None:
-    """The server a command goes through: ``--url``/``RAG_URL``, else the data dir's owner, else None.
+def server_url(settings: Settings, url: str | None = None, *, others: bool = True) -> str | None:
+    """The server a command goes through: ``--url``/``RAG_URL``, else the data dir's owner, else
+    (with ``others``) a server this user runs on another data dir, else None.
 
     An owner that does not answer within ``START_WAIT_S`` (still loading, or hung) is an error:
     its store is locked, so opening it here would fail anyway.
@@ -81,7 +82,7 @@ def server_url(settings: Settings, url: str | None = None) -> str | None:
         return explicit
     owner = current_owner(settings.data_dir)
     if owner is None:
-        return _users_server(settings)
+        return _users_server(settings) if others else None
     found = _local_url(owner.url)
     if not _answers(
         found, wait_s=START_WAIT_S, while_alive=lambda: current_owner(settings.data_dir) is not None

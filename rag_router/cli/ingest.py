@@ -68,6 +68,14 @@ def ingest(
             help="with no store or server: create the store even inside a folder being ingested",
         ),
     ] = False,
+    this_store: Annotated[
+        bool,
+        typer.Option(
+            "--this-store",
+            help="the data dir's own store (through its server when one runs), never the running server "
+            "of another data dir: how `make run` puts the sample where its `serve` will look",
+        ),
+    ] = False,
     engine: Engine = "inprocess",
     ray_address: RayAddress = None,
     unit_mb: UnitMb = None,
@@ -99,7 +107,7 @@ def ingest(
         fields=FieldMap(id=id_field, text=text_field, title=title_field),
         max_bytes=int(settings.ingest.max_file_mb * 1024 * 1024),
     )
-    found = server_url(settings, url)
+    found = server_url(settings, url, others=not this_store)
     if engine == "ray":
         _ray_here(found)
         new_store_check(settings, paths, allowed=new_store)

@@ -198,6 +198,28 @@ def test_a_command_from_any_folder_finds_the_running_server(
     assert not (docs / ".rag-data").exists()
 
 
+@pytest.mark.slow
+def test_an_ingest_for_this_store_keeps_to_it_while_another_store_is_served(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make run` in a second checkout while the first one serves: its sample goes into the
+    checkout's own store (where its `serve` will look), not into the other server's."""
+    in_a_documents_folder(tmp_path, monkeypatch, "leave.md", "# Leave\n\nStaff get 28 days of paid leave.\n")
+    checkout = tmp_path / "second-checkout"
+    checkout.mkdir()
+    monkeypatch.chdir(checkout)
+    port = free_port()
+    with server(tmp_path / "data", port):
+        result = runner.invoke(app, ["ingest", str(tmp_path / "mydocs"), "--this-store"])
+        assert result.exit_code == 0, result.output
+        said = " ".join(result.stderr.split())
+        assert "using the running server" not in said
+        assert f"creating a new store at {(checkout / '.rag-data').resolve()}" in said
+        assert httpx.get(f"http://127.0.0.1:{port}/v1/documents/leave.md").status_code == 404
+    listed = runner.invoke(app, ["documents", "list", "--json"])
+    assert listed.exit_code == 0 and "leave.md" in listed.stdout, listed.output
+
+
 def test_no_store_is_created_unasked_inside_the_folder_being_ingested(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -22,6 +22,13 @@ def test_make_run_installs_the_service_only_and_announces_each_step() -> None:
     assert re.search(r"^run: install$", makefile, flags=re.M)
 
 
+def test_make_run_ingests_the_sample_into_the_store_its_serve_opens() -> None:
+    """Not into another checkout's running server (tests/api/test_cli_server.py: --this-store)."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    ingests = re.findall(r"rag-router ingest \$\(SAMPLE\)(.*)\)$", makefile, flags=re.M)
+    assert len(ingests) == 2 and all("--this-store" in rest for rest in ingests)  # run, run-llm
+
+
 def test_the_readme_says_how_long_the_first_run_takes_and_what_the_embedder_reads() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "The first `make run` takes 2–4 minutes" in readme
