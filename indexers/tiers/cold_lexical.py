@@ -12,7 +12,38 @@ from indexers.tiers.cold_store import day_bounds, int_bounds, write_atomic
 from indexers.tiers.query import Filters
 
 
-class LexicalIndex:
+class Watermarked:
+    """What every lexical layout shares (one index here, shards in ``cold_shards``): the version
+    it last committed, and ``apply`` as ``add`` then ``commit``."""
+
+    watermark_file: Path
+
+    def watermark(self) -> int:
+        try:
+            return int(self.watermark_file.read_text())
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    def apply(
+        self,
+        rows: Sequence[tuple[Any, ...]],
+        deleted: Sequence[int],
+        version: int,
+        new_above: int | None = None,
+    ) -> None:
+        self.add(rows, deleted, new_above=new_above)
+        self.commit(version)
+
+    def add(
+        self, rows: Sequence[tuple[Any, ...]], deleted: Sequence[int], new_above: int | None = None
+    ) -> None:
+        raise NotImplementedError
+
+    def commit(self, version: int) -> None:
+        raise NotImplementedError
+
+
+class LexicalIndex(Watermarked):
     """tantivy over pre-analysed terms (our Analyzer), so both tiers share one vocabulary."""
 
     def __init__(self, path: Path) -> None:
@@ -33,22 +64,6 @@ class LexicalIndex:
         """A writer with more indexing threads and memory (bulk loads) or back to one."""
         self.writer.wait_merging_threads()
         self.writer = self.index.writer(heap_size=heap_mb * 1_000_000, num_threads=threads)
-
-    def watermark(self) -> int:
-        try:
-            return int(self.watermark_file.read_text())
-        except (FileNotFoundError, ValueError):
-            return 0
-
-    def apply(
-        self,
-        rows: Sequence[tuple[Any, ...]],
-        deleted: Sequence[int],
-        version: int,
-        new_above: int | None = None,
-    ) -> None:
-        self.add(rows, deleted, new_above=new_above)
-        self.commit(version)
 
     def add(
         self, rows: Sequence[tuple[Any, ...]], deleted: Sequence[int], new_above: int | None = None

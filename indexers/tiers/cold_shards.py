@@ -29,7 +29,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from indexers.tiers.cold_lexical import LexicalIndex
+from indexers.tiers.cold_lexical import LexicalIndex, Watermarked
 from indexers.tiers.cold_store import lexical_rows, write_atomic
 from indexers.tiers.query import Filters
 
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 REPLAY_PAGE = 50_000  # rows read from SQLite at a time when tantivy catches up
 
 
-class ShardedLexical:
+class ShardedLexical(Watermarked):
     """``LexicalIndex``'s interface over ``shards`` of them, searched in threads."""
 
     def __init__(self, path: Path, shards: int) -> None:
@@ -59,22 +59,6 @@ class ShardedLexical:
         n = len(self.parts)
         for part in self.parts:  # tantivy wants ≥ 15 MB a thread
             part.reopen_writer(threads=max(1, threads // n), heap_mb=max(64, heap_mb // n))
-
-    def watermark(self) -> int:
-        try:
-            return int(self.watermark_file.read_text())
-        except (FileNotFoundError, ValueError):
-            return 0
-
-    def apply(
-        self,
-        rows: Sequence[tuple[Any, ...]],
-        deleted: Sequence[int],
-        version: int,
-        new_above: int | None = None,
-    ) -> None:
-        self.add(rows, deleted, new_above=new_above)
-        self.commit(version)
 
     def add(
         self, rows: Sequence[tuple[Any, ...]], deleted: Sequence[int], new_above: int | None = None
