@@ -65,18 +65,31 @@ def build(index: LexicalIndex | list[LexicalIndex], pool: Path, docs: int, analy
         for i, each in enumerate(indexes):
             each.add(rows[(i - start - 1) % len(indexes) :: len(indexes)], [], new_above=docs + 1)
             each.commit(start + n)
-    for each in indexes:
-        each.writer.wait_merging_threads()
+    for each in indexes:  # merges done; a writer of one thread, as the tier keeps between loads
+        each.reopen_writer(threads=1, heap_mb=64)
     return round(time.perf_counter() - began, 1)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def arguments(doc: str | None) -> argparse.ArgumentParser:
+    """What both lexical benches take (this one and lexical_shards.py): the pool, SciFact, the size."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pool", type=Path, required=True, help="bench/scale_corpus.py pool's output")
     parser.add_argument("--scifact", type=Path, required=True, help="SciFact in BEIR layout (its queries)")
     parser.add_argument("--docs", type=int, default=3_000_000)
+    return parser
+
+
+def scifact_queries(scifact: Path, analyzer: Analyzer) -> list[list[str]]:
+    """SciFact's 300 test queries as lexical terms (each term once)."""
+    with (scifact / "qrels" / "test.tsv").open(encoding="utf-8") as f:
+        tested = {line.split("\t")[0] for line in f}
+    with (scifact / "queries.jsonl").open(encoding="utf-8") as f:
+        texts = [q["text"] for q in map(json.loads, f) if q["_id"] in tested]
+    return [list(dict.fromkeys(analyzer.terms(t))) for t in texts]
+
+
+def main() -> None:
+    parser = arguments(__doc__)
     parser.add_argument("--index", type=Path, required=True, help="an empty folder (or one built before)")
     args = parser.parse_args()
     analyzer = Analyzer()
@@ -85,11 +98,7 @@ def main() -> None:
     if index.index.searcher().num_docs == 0:
         out["build_s"] = build(index, args.pool, args.docs, analyzer)
     out["segments"] = index.index.searcher().num_segments
-    with (args.scifact / "qrels" / "test.tsv").open(encoding="utf-8") as f:
-        tested = {line.split("\t")[0] for line in f}
-    with (args.scifact / "queries.jsonl").open(encoding="utf-8") as f:
-        texts = [q["text"] for q in map(json.loads, f) if q["_id"] in tested]
-    queries = [list(dict.fromkeys(analyzer.terms(t))) for t in texts]
+    queries = scifact_queries(args.scifact, analyzer)
     schema, tenant = index.schema, Filters(tenant="default")
 
     def bare(terms: list[str], count: bool) -> object:

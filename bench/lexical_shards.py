@@ -16,7 +16,6 @@ threads, and counts how much of one index's top 10 and top 100 the shards' merge
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import json
 import sys
@@ -27,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import machine, percentiles
-from bench.lexical_scale import build
+from bench.lexical_scale import arguments, build, scifact_queries
 from indexers.text.lexical import Analyzer
 from indexers.tiers.cold_lexical import LexicalIndex
 from indexers.tiers.cold_shards import ShardedLexical
@@ -38,12 +37,7 @@ Hits = list[tuple[int, float]]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--pool", type=Path, required=True, help="bench/scale_corpus.py pool's output")
-    parser.add_argument("--scifact", type=Path, required=True, help="SciFact in BEIR layout (its queries)")
-    parser.add_argument("--docs", type=int, default=3_000_000)
+    parser = arguments(__doc__)
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--work", type=Path, required=True, help="an empty folder (or one built before)")
     args = parser.parse_args()
@@ -60,11 +54,7 @@ def main() -> None:
         "one": one.index.searcher().num_segments,
         "shards": [s.index.searcher().num_segments for s in shards],
     }
-    with (args.scifact / "qrels" / "test.tsv").open(encoding="utf-8") as f:
-        tested = {line.split("\t")[0] for line in f}
-    with (args.scifact / "queries.jsonl").open(encoding="utf-8") as f:
-        texts = [q["text"] for q in map(json.loads, f) if q["_id"] in tested]
-    queries = [list(dict.fromkeys(analyzer.terms(t))) for t in texts]
+    queries = scifact_queries(args.scifact, analyzer)
     tenant = Filters(tenant="default")
 
     def alone(terms: list[str]) -> Hits:
