@@ -42,6 +42,11 @@ class Watermarked:
     def commit(self, version: int) -> None:
         raise NotImplementedError
 
+    @property
+    def empty(self) -> bool:
+        """No chunk indexed (committed): a replay has no older copy to delete first."""
+        raise NotImplementedError
+
 
 class LexicalIndex(Watermarked):
     """tantivy over pre-analysed terms (our Analyzer), so both tiers share one vocabulary."""
@@ -160,6 +165,10 @@ class LexicalIndex(Watermarked):
     def segments(self) -> int:
         """Segments a search visits, one after the other."""
         return int(self.index.searcher().num_segments)
+
+    @property
+    def empty(self) -> bool:
+        return int(self.index.searcher().num_docs) == 0
 
     def close(self) -> None:
         self.writer.wait_merging_threads()

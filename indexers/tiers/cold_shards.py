@@ -93,6 +93,10 @@ class ShardedLexical(Watermarked):
     def segments(self) -> int:
         return sum(part.segments for part in self.parts)
 
+    @property
+    def empty(self) -> bool:
+        return all(part.empty for part in self.parts)
+
     def close(self) -> None:
         for part in self.parts:
             part.close()
@@ -146,18 +150,26 @@ def _layouts(cold: Path) -> list[Path]:
 
 
 def catch_up_lexical(conn: sqlite3.Connection, lexical: Lexical, version: int) -> None:
-    """Replay into ``lexical`` every change SQLite holds past its watermark, up to ``version``:
-    rows in pages of ``REPLAY_PAGE`` by seq (a new layout replays every chunk: at 10M chunks one
-    list of all their terms would take gigabytes), each deleted before it is added (a crash may
-    have left some of them committed), then one commit."""
+    """Replay into ``lexical`` every change SQLite holds past its watermark, up to ``version``.
+
+    Rows are read in pages of ``REPLAY_PAGE`` by seq (a new layout replays every chunk: at 10M
+    chunks one list of all their terms would take gigabytes). Into an index that holds chunks,
+    each is deleted before it is added (a crash may have left some committed), and each page is
+    committed at the old watermark: tantivy keeps every pending delete in memory until a commit
+    (1M chunks replayed in one commit peaked at 1.5 GB, paged 0.4 GB; into an empty layout, with
+    no deletes, 0.26 GB and a quarter faster). The watermark moves to ``version`` at the end."""
     mark = lexical.watermark()
     if mark >= version:
         return
     deleted = [r[0] for r in conn.execute("SELECT seq FROM tombstones WHERE version > ?", (mark,))]
     seqs = [r[0] for r in conn.execute("SELECT seq FROM chunks WHERE version > ? ORDER BY seq", (mark,))]
-    lexical.add([], deleted)
+    fresh = lexical.empty  # nothing indexed: no older copy of any row to delete first
+    lexical.add([], [] if fresh else deleted)
     for i in range(0, len(seqs), REPLAY_PAGE):
         page = seqs[i : i + REPLAY_PAGE]  # a range of seqs: the primary key's order
-        lexical.add(lexical_rows(conn, "seq BETWEEN ? AND ? AND version > ?", page[0], page[-1], mark), [])
+        rows = lexical_rows(conn, "seq BETWEEN ? AND ? AND version > ?", page[0], page[-1], mark)
+        lexical.add(rows, [], new_above=0 if fresh else None)
+        if i + REPLAY_PAGE < len(seqs):
+            lexical.commit(mark)  # the pending deletes and rows leave memory; the mark stays
     lexical.commit(version)
     log.info("cold tier: tantivy caught up %d changes, %d deletions", len(seqs), len(deleted))

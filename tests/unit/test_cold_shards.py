@@ -4,6 +4,7 @@ a search merges the shards, a change of shard count, and a crash between the sha
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -122,3 +123,40 @@ def test_a_crash_between_the_shards_commits_is_replayed_without_duplicates(tmp_p
     found = caught_up.search(ANALYZER.query_terms("report"), TENANT, 100)
     assert len(found) == len({s for s, _ in found}) == 36
     reopened.close()
+
+
+def test_a_replay_commits_page_by_page_at_the_old_mark_and_deletes_only_where_chunks_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tantivy holds pending deletes in memory until a commit: a long replay commits each page at
+    the watermark it started from (moved only at the end), and into an empty index deletes nothing."""
+    cold = LocalCold(tmp_path / "cold", dim=4, analyzer=ANALYZER)
+    cold.upsert(_chunks(20))
+    store = cold._parts()[0]
+    version = store.version()
+    monkeypatch.setattr(cold_shards, "REPLAY_PAGE", 7)
+    commits: list[int] = []
+    news: list[int | None] = []
+
+    class Spy(LexicalIndex):
+        def add(self, rows: Any, deleted: Any, new_above: int | None = None) -> None:
+            if rows:
+                news.append(new_above)
+            super().add(rows, deleted, new_above)
+
+        def commit(self, version: int) -> None:
+            commits.append(version)
+            super().commit(version)
+
+    fresh = Spy(tmp_path / "other")
+    cold_shards.catch_up_lexical(store.reader(), fresh, version)
+    assert commits == [0, 0, version] and news == [0, 0, 0]  # three pages; nothing to delete
+    assert _docs(fresh) == 20
+    fresh.watermark_file.write_text("0")  # as if a crash had come before the last commit
+    commits.clear()
+    news.clear()
+    cold_shards.catch_up_lexical(store.reader(), fresh, version)
+    assert commits == [0, 0, version] and news == [None, None, None]  # each deleted, then added
+    assert _docs(fresh) == 20  # not twice
+    fresh.close()
+    cold.close()
