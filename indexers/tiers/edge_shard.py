@@ -12,7 +12,6 @@ import json
 import os
 import sys
 import uuid
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,7 +22,6 @@ import qdrant_edge as qe
 
 from indexers.records import EmbeddedChunk, StoredChunk
 from indexers.text.lexical import Analyzer, bm25_query_vector
-from indexers.tiers.listing import FIRST_KEYS, DocumentPage, DocumentQuery, page_of, summaries, title_matches
 from indexers.tiers.qdrant_points import (
     DENSE,
     SPARSE,
@@ -40,7 +38,6 @@ from indexers.tiers.query import Filters, HitRef, LegHit, SearchQuery
 
 _STORED_KEYS = STORED_KEYS
 _SCROLL = 512
-_EVERY = (1 << 31) - 1  # a facet's limit that keeps every value (ids are at most the points)
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,28 +220,6 @@ def scroll(
 
 
 # listing -------------------------------------------------------------------------------
-
-
-def document_page(shards: Sequence[qe.EdgeShard], query: DocumentQuery) -> DocumentPage:
-    """A page of documents over shards that each hold a chunk id at most once: every matching id
-    with its chunk count (a facet on ``doc_id``; a scroll of titles under ``title_prefix``, which
-    no payload index answers), the page's ids after the cursor, then their first chunks."""
-    qfilter = to_filter(query.filters)
-    counts: Counter[str] = Counter()
-    for shard in shards:
-        if query.title_prefix is None:
-            facet = shard.facet(qe.FacetRequest("doc_id", limit=_EVERY, exact=True, filter=qfilter))
-            counts.update({str(hit.value): hit.count for hit in facet.hits})
-            continue
-        for page in scroll(shard, qfilter, keys=["doc_id", "title"]):
-            titled = (r.payload or {} for r in page)
-            counts.update(p["doc_id"] for p in titled if title_matches(p.get("title"), query.title_prefix))
-    ids, more = page_of(counts, query.after, query.limit)
-    first = tenant_filter(query.filters.tenant, ids)
-    payloads = [
-        r.payload or {} for s in shards if ids for page in scroll(s, first, keys=FIRST_KEYS) for r in page
-    ]
-    return DocumentPage(summaries(ids, counts, payloads), len(counts), more)
 
 
 # export and offline build --------------------------------------------------------------

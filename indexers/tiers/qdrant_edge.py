@@ -38,6 +38,7 @@ from indexers.tiers import qdrant_points as qp
 from indexers.tiers.base import DatedDocument, LegResults, TierError
 from indexers.tiers.cold_segment import HeldChunk
 from indexers.tiers.disk import DiskGuard
+from indexers.tiers.edge_pages import Facets, document_page
 from indexers.tiers.listing import DocumentPage, DocumentQuery
 from indexers.tiers.query import HitRef, LegHit, SearchQuery
 from indexers.tiers.threaded import ThreadedTier
@@ -72,6 +73,8 @@ class EdgeShards:
         self._sealed: list[Named] = []
         self._retired: list[Named] = []  # swapped out; closed at the next swap (in-flight reads finish)
         self._next = 1
+        self._writes: dict[str, int] = {}  # each shard's writes that changed it: its facets' key
+        self._facets = Facets()
 
     @property
     def engine(self) -> str:
@@ -145,16 +148,29 @@ class EdgeShards:
     def upsert_points(self, points: Sequence[qe.Point]) -> None:
         ids: list[qe.PointId] = [p.id for p in points]
         with self._lock:
-            fresh = self._open()[1]
+            name, fresh = self._open()
             fresh.update(qe.UpdateOperation.upsert_points(list(points)))
-            for _, shard in self._sealed:
-                shard.update(qe.UpdateOperation.delete_points(ids))
+            self._wrote(name)
+            for sealed in self._sealed:
+                self._drop(sealed, ids)
 
     def delete(self, tenant: str, chunk_ids: Sequence[str]) -> None:
         ids: list[qe.PointId] = [qp.point_id(tenant, c) for c in chunk_ids]
         with self._lock:
-            for _, shard in self._shards():
-                shard.update(qe.UpdateOperation.delete_points(ids))
+            for shard in self._shards():
+                self._drop(shard, ids)
+
+    def _drop(self, named: Named, ids: list[qe.PointId]) -> None:
+        """Delete those of ``ids`` the shard holds; a shard that holds none is not written (its
+        kept facets stay: a sealed shard, while new documents arrive)."""
+        name, shard = named
+        held: list[qe.PointId] = [r.id for r in shard.retrieve(ids, with_payload=False, with_vector=False)]
+        if held:
+            shard.update(qe.UpdateOperation.delete_points(held))
+            self._wrote(name)
+
+    def _wrote(self, name: str) -> None:
+        self._writes[name] = self._writes.get(name, 0) + 1
 
     # compaction ---------------------------------------------------------------------
 
@@ -244,9 +260,11 @@ class EdgeShards:
         return sum(shard.count(qe.CountRequest(exact=True, filter=qfilter)) for _, shard in self._shards())
 
     def documents(self, query: DocumentQuery) -> DocumentPage:
-        """Counted per shard (a chunk lives in one shard), paged by id here: Qdrant orders and
-        ranges only numbers and dates, never a keyword."""
-        return es.document_page([shard for _, shard in self._shards()], query)
+        """Counted per shard (a chunk lives in one shard), paged by id here from each shard's
+        facet, kept until the shard is written (``edge_pages``)."""
+        with self._lock:
+            listed = [(name, self._writes.get(name, 0), shard) for name, shard in self._shards()]
+        return document_page(listed, query, es.to_filter(query.filters), self._facets)
 
     def shard_names(self) -> list[str]:
         """Fresh first, then sealed (for tests and /readyz details)."""
@@ -261,6 +279,7 @@ class EdgeShards:
             for name, _ in self._retired:
                 shutil.rmtree(self.dir / name, ignore_errors=True)
             self._fresh, self._sealed, self._retired = None, [], []
+            self._facets.clear()
 
     def optimize(self) -> bool:
         """Not used: ``QdrantEdgeTier`` seals and merges shards itself (``compact``)."""
