@@ -21,11 +21,12 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from indexers.records import EmbeddedChunk, StoredChunk
+from indexers.records import EmbeddedChunk, StoredChunk, Vector
 from indexers.text.lexical import Analyzer, bm25_query_vector
 from indexers.tiers import qdrant_points as qp
 from indexers.tiers.base import DatedDocument, LegResults, TierError, TierUnavailable
@@ -60,7 +61,7 @@ class QdrantServerTier:
         analyzer: Analyzer,
         avg_len: float = 100.0,
         batch: int = 256,
-        hnsw_ef: int = 128,
+        hnsw_ef: int = qp.HNSW_EF,
         engine: str = "qdrant",
         local: bool = False,
     ) -> None:
@@ -183,6 +184,24 @@ class QdrantServerTier:
             with_vectors=False,
         )
         return {str(r.id): qp.stored(r.payload) for r in records if r.payload}
+
+    async def vectors(self, tenant: str, chunk_ids: Sequence[str]) -> dict[str, Vector]:
+        """The dense vectors of those of ``chunk_ids`` stored, by chunk id (``VectorSource``)."""
+        if not chunk_ids:
+            return {}
+        records = await self._call(
+            "retrieve",
+            self._client.retrieve,
+            self._collection,
+            ids=[qp.point_id(tenant, c) for c in chunk_ids],
+            with_payload=["chunk_id"],
+            with_vectors=[qp.DENSE],
+        )
+        found: dict[str, Vector] = {}
+        for r in records:
+            vector: Any = r.vector
+            found[str((r.payload or {})["chunk_id"])] = np.asarray(vector[qp.DENSE], dtype=np.float32)
+        return found
 
     @staticmethod
     def _request(
