@@ -1,9 +1,12 @@
 """Hot → cold moves for documents that aged out of the hot window: copy, verify, delete.
 
-For each aged document: its chunks are read from the hot tier, their vectors taken from the
-embedding cache (embedded again only on a miss), written to the cold tier, read back and
-compared by content hash, and only then deleted from the hot tier. A kill at any point leaves
-the document in hot, or in both (search dedupes by chunk id); running ``retier`` again
+For each aged document: its chunks are read from the hot tier with the vectors it stores
+(``VectorSource``; a chunk whose vector it does not give back is embedded again, through the
+embedding cache), written to the cold tier, read back and compared by content hash, and only
+then deleted from the hot tier. Before, every vector came from the embedding cache, and a chunk
+that had left it (or never passed it) was embedded again: a retier of 500k such chunks was
+hours of embedding on 2 cores (``bench/hot_scale.py``). A kill at any point
+leaves the document in hot, or in both (search dedupes by chunk id); running ``retier`` again
 finishes the move. A document already in cold is not copied twice: the upsert overwrites by id.
 """
 
@@ -19,7 +22,7 @@ from dataclasses import dataclass, field
 from indexers.ingest.pipeline import Pipeline
 from indexers.ingest.results import place
 from indexers.records import Chunk, Document, EmbeddedChunk, StoredChunk
-from indexers.tiers.base import StoreTier, TierUnavailable
+from indexers.tiers.base import StoreTier, TierUnavailable, VectorSource
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +104,17 @@ async def _move(
     chunks = [c for c in chunks if c.doc_id not in broken]
     if not chunks:
         return
-    vectors = await pipeline.embed([c.embed_text for c in chunks])
-    await cold.upsert([EmbeddedChunk(c, v) for c, v in zip(chunks, vectors, strict=True)])
+    held = await hot.vectors(tenant, [c.chunk_id for c in chunks]) if isinstance(hot, VectorSource) else {}
+    missing = [c for c in chunks if c.chunk_id not in held]
+    if missing:
+        held |= dict(
+            zip(
+                (c.chunk_id for c in missing),
+                await pipeline.embed([c.embed_text for c in missing]),
+                strict=True,
+            )
+        )
+    await cold.upsert([EmbeddedChunk(c, held[c.chunk_id]) for c in chunks])
     wanted = _by_doc((c.doc_id, c.chunk_id, c.content_hash) for c in chunks)
     copied = _by_doc((s.doc_id, s.chunk_id, s.content_hash) for s in await cold.fetch(tenant, list(wanted)))
     extra = [cid for doc, got in copied.items() for cid in got if cid not in wanted.get(doc, {})]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from indexers.records import EmbeddedChunk, StoredChunk
+from indexers.records import EmbeddedChunk, StoredChunk, Vector
 from indexers.tiers.listing import DocumentPage, DocumentQuery
 from indexers.tiers.query import HitRef, LegHit, SearchQuery
 
@@ -99,6 +99,16 @@ class StoreTier(Protocol):
 
     async def close(self) -> None:
         """Flush and release the engine's resources."""
+
+
+@runtime_checkable
+class VectorSource(Protocol):
+    """A tier that gives back the dense vectors it stores (both hot tiers): a retier copies them
+    to the cold tier instead of embedding each chunk again (``indexers.ingest.retier``)."""
+
+    async def vectors(self, tenant: str, chunk_ids: Sequence[str]) -> dict[str, Vector]:
+        """The stored vector of each of ``chunk_ids`` the tier holds, by chunk id."""
+        ...
 
 
 @runtime_checkable

@@ -27,11 +27,12 @@ import shutil
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+import numpy as np
 import qdrant_edge as qe
 
-from indexers.records import DOC_HASH, EmbeddedChunk, StoredChunk
+from indexers.records import DOC_HASH, EmbeddedChunk, StoredChunk, Vector
 from indexers.text.lexical import Analyzer
 from indexers.tiers import edge_shard as es
 from indexers.tiers import qdrant_points as qp
@@ -234,6 +235,18 @@ class EdgeShards:
         payloads.sort(key=lambda p: (p.get("doc_id", ""), p.get("n", 0)))  # document order
         return [qp.stored(p) for p in payloads]
 
+    def vectors(self, tenant: str, chunk_ids: Sequence[str]) -> dict[str, Vector]:
+        """The dense vectors of those of ``chunk_ids`` stored, by chunk id (``VectorSource``)."""
+        ids: list[qe.PointId] = [qp.point_id(tenant, c) for c in chunk_ids]
+        found: dict[str, Vector] = {}
+        for _, shard in self._shards():
+            for record in shard.retrieve(ids, with_payload=["chunk_id"], with_vector=True):
+                vector: Any = record.vector
+                found[str((record.payload or {})["chunk_id"])] = np.asarray(
+                    vector[qp.DENSE], dtype=np.float32
+                )
+        return found
+
     def hashes(self) -> Iterator[HeldChunk]:
         """Every point's (tenant, doc id, chunk id, content hash, document hash), shard by shard."""
         for _, shard in self._shards():
@@ -297,7 +310,7 @@ class QdrantEdgeTier(ThreadedTier):
         analyzer: Analyzer,
         avg_len: float = 100.0,
         indexing_threshold_kb: int | None = None,
-        hnsw_ef: int = 128,
+        hnsw_ef: int = qp.HNSW_EF,
         fresh_limit: int = 20_000,
         max_sealed: int = 4,
         compaction: Compaction = "subprocess",
@@ -320,6 +333,9 @@ class QdrantEdgeTier(ThreadedTier):
             return
         await super().upsert(chunks)
         await self._seal_when_full()
+
+    async def vectors(self, tenant: str, chunk_ids: Sequence[str]) -> dict[str, Vector]:
+        return await self.read(self.shards.vectors, tenant, list(chunk_ids)) if chunk_ids else {}
 
     async def upsert_parts(self, parts: Sequence[es.PointParts]) -> None:
         """Upsert points whose parts were built elsewhere (``es.point_parts``, same analyzer and avg_len)."""

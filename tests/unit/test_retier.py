@@ -5,13 +5,15 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from indexers.embed.cache import EmbeddingCache
-from indexers.ingest.retier import retier
-from indexers.records import Document
-from indexers.tiers.base import Tier
+from indexers.ingest.retier import retier, to_chunk
+from indexers.records import Document, Vector
+from indexers.tiers.base import Tier, VectorSource
+from indexers.tiers.query import Filters, SearchQuery
 from tests.conftest import CountingEmbedder
 from tests.unit.test_pipeline import long_text, pipeline
 
@@ -33,6 +35,21 @@ class FailingDelete:
             self.failed = True
             raise RuntimeError("killed")
         await self.inner.delete(tenant, chunk_ids)
+
+
+class SomeVectors:
+    """The hot tier, giving back the stored vectors of only the chunks ``keep`` names."""
+
+    def __init__(self, inner: Tier, keep: set[str]) -> None:
+        self.inner = inner
+        self.keep = keep
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    async def vectors(self, tenant: str, chunk_ids: Sequence[str]) -> dict[str, Vector]:
+        held = await cast(VectorSource, self.inner).vectors(tenant, chunk_ids)
+        return {c: v for c, v in held.items() if c in self.keep}
 
 
 @pytest.fixture
@@ -68,6 +85,32 @@ async def test_aged_documents_move_without_reembedding_and_a_rerun_moves_nothing
     again = await retier(tiers["hot"], tiers["cold"], p, hot_window_days=365, today=LATER)
     assert (again.aged, again.moved) == (0, 0) and await tiers["cold"].count() == len(old_chunks)
     cache.close()
+
+
+async def test_the_hot_tiers_vectors_move_and_only_those_it_lacks_are_embedded(
+    counting_embedder: CountingEmbedder, tiers: dict[str, Tier], docs: list[Document]
+) -> None:
+    """No embedding cache: the vectors come from the hot tier itself. A chunk it gives no vector
+    for is embedded again; every copied chunk is found in cold by its own vector."""
+    p = pipeline(counting_embedder, tiers)
+    await p.ingest(docs)
+    old = await tiers["hot"].fetch("default", ["old", "old-year"])
+    stored = await cast(VectorSource, tiers["hot"]).vectors("default", [c.chunk_id for c in old])
+    assert set(stored) == {c.chunk_id for c in old}
+    assert await cast(VectorSource, tiers["hot"]).vectors("acme", [c.chunk_id for c in old]) == {}
+    lacking = old[0]
+    hot = SomeVectors(tiers["hot"], {c.chunk_id for c in old[1:]})
+    counting_embedder.embedded.clear()
+
+    report = await retier(hot, tiers["cold"], p, hot_window_days=365, today=LATER)  # type: ignore[arg-type]
+    assert (report.moved, report.chunks, report.errors) == (2, len(old), [])
+    assert counting_embedder.embedded == [to_chunk(lacking, "default").embed_text]
+    for chunk in old:
+        query = SearchQuery(
+            "", [], stored[chunk.chunk_id], Filters("default"), k=1, legs=("dense",), exact=True
+        )
+        (top,) = (await tiers["cold"].search(query))["dense"]
+        assert top.chunk is not None and top.chunk.chunk_id == chunk.chunk_id and top.score > 0.999
 
 
 async def test_an_interrupted_move_is_finished_by_the_next_run(
