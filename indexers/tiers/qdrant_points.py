@@ -20,11 +20,12 @@ from indexers.tiers.query import Filters, Range
 DENSE, SPARSE = "dense", "lexical"
 STORED_KEYS = ["chunk_id", "doc_id", "text", "title", "metadata", "content_hash"]
 # HNSW search breadth (Qdrant's hnsw_ef; ``RAG_QDRANT__HNSW_EF`` in the service). A hot tier of
-# 500k chunks (m 16, ef_construct 100, SciFact's queries, bench/hot_scale.py) kept recall@10
-# against exact search of 0.848 / 0.903 / 0.942 / 0.967 / 0.983 at 64 / 128 / 256 / 512 / 1024,
-# its dense leg 3.0 / 2.2 / 2.4 / 4.1 / 8.4 ms p50 on 2 cores; segments under Qdrant's full-scan
-# threshold (~6,500 vectors of 384 floats) are searched exactly whatever it is.
-HNSW_EF = 512
+# 500k chunks on 2 cores (m 16, ef_construct 100, SciFact's queries; bench/hot_scale.py), by
+# hnsw_ef 128 / 256 / 384 / 512: recall@10 against exact search 0.903 / 0.942 / 0.959 / 0.967,
+# SciFact nDCG@10 0.6482 / 0.6507 / 0.6508 / 0.6508, 64 clients 124 / 102 / 92 / 69 searches/s.
+# 384 is the least that keeps 0.95. Segments under Qdrant's full-scan threshold (~6,500 vectors
+# of 384 floats) are searched exactly whatever it is.
+HNSW_EF = 384
 
 
 def point_id(tenant: str, chunk_id: str) -> str:
