@@ -230,8 +230,10 @@ async def _through_server(
     pid: int,
     out: dict[str, Any],
     saved: Callable[[], None],
+    delete_first: bool = False,
 ) -> dict[str, Any]:
-    """Fills ``out`` stage by stage, calling ``saved`` after each (a run cut short keeps them)."""
+    """Fills ``out`` stage by stage, calling ``saved`` after each (a run cut short keeps them).
+    ``delete_first``: the delete by filter before the retier (documents still in the hot tier)."""
     queries, qrels = _queries(args.scifact)
     async with httpx.AsyncClient(
         base_url=url, timeout=600, limits=httpx.Limits(max_connections=args.clients + 8)
@@ -251,18 +253,25 @@ async def _through_server(
         out["freshness"] = await _freshness(client, words, args.fresh_s, delete_batch or "x")
         out["rss_after_bulk_mb"] = _rss_mb(pid)
         saved()
-        began = time.perf_counter()
-        r = (await client.post("/v1/retier", json={"dry_run": False}, timeout=3600)).raise_for_status().json()
-        out["retier"] = {"seconds": round(time.perf_counter() - began, 2), **r}
-        saved()
-        if delete_batch:
-            began = time.perf_counter()
-            r = (
-                await client.delete("/v1/documents", params={"where": f"batch={delete_batch}"}, timeout=3600)
-            ).json()
-            out["delete_by_filter"] = {"seconds": round(time.perf_counter() - began, 2), **r}
+        steps = (_retier, _delete) if not delete_first else (_delete, _retier)
+        for step in steps:
+            await step(client, delete_batch, out)
+            saved()
         out["rss_end_mb"] = _rss_mb(pid)
     return out
+
+
+async def _retier(client: httpx.AsyncClient, _: str | None, out: dict[str, Any]) -> None:
+    began = time.perf_counter()
+    r = (await client.post("/v1/retier", json={"dry_run": False}, timeout=3600)).raise_for_status().json()
+    out["retier"] = {"seconds": round(time.perf_counter() - began, 2), **r}
+
+
+async def _delete(client: httpx.AsyncClient, batch: str | None, out: dict[str, Any]) -> None:
+    if batch:
+        began = time.perf_counter()
+        r = (await client.delete("/v1/documents", params={"where": f"batch={batch}"}, timeout=3600)).json()
+        out["delete_by_filter"] = {"seconds": round(time.perf_counter() - began, 2), **r}
 
 
 def _serve(data_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], str, float]:
