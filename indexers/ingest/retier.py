@@ -81,6 +81,8 @@ async def retier(
         for start in range(0, len(ids), batch_docs):
             async with _step(step_timeout_s, "moving a batch", report):
                 await _move(hot, cold, pipeline, tenant, ids[start : start + batch_docs], report)
+    if report.moved:  # as a bulk load ends: the embedded cold tier's FAISS may want IVF now
+        await cold.optimize()  # (505k chunks moved stayed in a flat index until the next start)
     return report
 
 

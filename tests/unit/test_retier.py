@@ -113,6 +113,37 @@ async def test_the_hot_tiers_vectors_move_and_only_those_it_lacks_are_embedded(
         assert top.chunk is not None and top.chunk.chunk_id == chunk.chunk_id and top.score > 0.999
 
 
+class CountingOptimize:
+    """The cold tier, counting its ``optimize`` calls."""
+
+    def __init__(self, inner: Tier) -> None:
+        self.inner = inner
+        self.optimized = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    async def optimize(self) -> bool:
+        self.optimized += 1
+        return await self.inner.optimize()
+
+
+async def test_a_retier_that_moved_documents_optimizes_the_cold_tier_once(
+    counting_embedder: CountingEmbedder, tiers: dict[str, Tier], docs: list[Document]
+) -> None:
+    """The cold tier switches its vector index kind once a retier ends (a move of 505k chunks
+    into an empty tier left FAISS flat until the next start); nothing moved, nothing to do."""
+    p = pipeline(counting_embedder, tiers)
+    await p.ingest(docs)
+    cold = CountingOptimize(tiers["cold"])
+    await retier(tiers["hot"], cold, p, hot_window_days=365, today=LATER, dry_run=True)  # type: ignore[arg-type]
+    assert cold.optimized == 0
+    report = await retier(tiers["hot"], cold, p, hot_window_days=365, today=LATER)  # type: ignore[arg-type]
+    assert report.moved == 2 and cold.optimized == 1
+    again = await retier(tiers["hot"], cold, p, hot_window_days=365, today=LATER)  # type: ignore[arg-type]
+    assert again.moved == 0 and cold.optimized == 1
+
+
 async def test_an_interrupted_move_is_finished_by_the_next_run(
     counting_embedder: CountingEmbedder, tiers: dict[str, Tier], docs: list[Document]
 ) -> None:
