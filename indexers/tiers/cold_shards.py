@@ -162,14 +162,23 @@ def catch_up_lexical(conn: sqlite3.Connection, lexical: Lexical, version: int) -
     if mark >= version:
         return
     deleted = [r[0] for r in conn.execute("SELECT seq FROM tombstones WHERE version > ?", (mark,))]
-    seqs = [r[0] for r in conn.execute("SELECT seq FROM chunks WHERE version > ? ORDER BY seq", (mark,))]
     fresh = lexical.empty  # nothing indexed: no older copy of any row to delete first
     lexical.add([], [] if fresh else deleted)
-    for i in range(0, len(seqs), REPLAY_PAGE):
-        page = seqs[i : i + REPLAY_PAGE]  # a range of seqs: the primary key's order
+    replayed, last = 0, -1
+    while True:  # a page's seqs by keyset, never every seq at once (10M ints: ~0.4 GB of Python)
+        page = [
+            r[0]
+            for r in conn.execute(
+                "SELECT seq FROM chunks WHERE version > ? AND seq > ? ORDER BY seq LIMIT ?",
+                (mark, last, REPLAY_PAGE),
+            )
+        ]
+        if not page:
+            break
         rows = lexical_rows(conn, "seq BETWEEN ? AND ? AND version > ?", page[0], page[-1], mark)
         lexical.add(rows, [], new_above=0 if fresh else None)
-        if i + REPLAY_PAGE < len(seqs):
+        replayed, last = replayed + len(page), page[-1]
+        if len(page) == REPLAY_PAGE:
             lexical.commit(mark)  # the pending deletes and rows leave memory; the mark stays
     lexical.commit(version)
-    log.info("cold tier: tantivy caught up %d changes, %d deletions", len(seqs), len(deleted))
+    log.info("cold tier: tantivy caught up %d changes, %d deletions", replayed, len(deleted))
