@@ -220,15 +220,14 @@ async def _recall(data: Path, scifact: Path, efs: tuple[int, ...] = EF_CURVE) ->
     return out
 
 
-async def _searches(url: str, args: argparse.Namespace, out: dict[str, Any]) -> None:
-    queries, qrels = _queries(args.scifact)
+async def _searches(url: str, args: argparse.Namespace, pid: int, out: dict[str, Any]) -> None:
+    """One client (nDCG too), then ``--clients`` clients: reads only."""
+    await through_server(url, args, True, args.chunks, None, pid, out, lambda: None)
     async with httpx.AsyncClient(
         base_url=url, timeout=600, limits=httpx.Limits(max_connections=args.clients + 8)
     ) as client:
-        one = await _one_client(client, queries)
-        out["ndcg@10_scifact"] = _ndcg(one.pop("run"), qrels)
-        out["one_client"] = one
-        out["many_clients"] = await _many_clients(client, list(queries.values()), args.clients, 8)
+        texts = list(_queries(args.scifact)[0].values())
+        out["many_clients"] = await _many_clients(client, texts, args.clients, 8)
 
 
 def main() -> None:
@@ -278,7 +277,7 @@ def main() -> None:
     saved()
     try:
         if args.search_only:
-            asyncio.run(_searches(url, args, result))
+            asyncio.run(_searches(url, args, proc.pid, result))
         else:
             asyncio.run(
                 through_server(
