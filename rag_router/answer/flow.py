@@ -198,8 +198,9 @@ class Answerer:
                 )
         except LLMTruncated as exc:
             if not past_the_limit(prompt, exc.partial):
-                return self._extractive(outcome, prompt, params.search.query, exc)
-            completion = Completion(text=exc.partial, finish_reason="length")
+                replaced = self._extractive(outcome, prompt, params.search.query, exc)
+                return _spent(replaced, exc.spent) if exc.spent is not None else replaced
+            completion = exc.spent or Completion(text=exc.partial, finish_reason="length")
         except LLMError as exc:
             return self._extractive(outcome, prompt, params.search.query, exc)
         done = await self._finish(outcome, prompt, completion, deadline, params.search.query)
@@ -240,7 +241,8 @@ class Answerer:
                     completion = Completion()
         except LLMError as exc:
             if not (isinstance(exc, LLMTruncated) and past_the_limit(prompt, completion.text)):
-                yield "done", self._extractive(outcome, prompt, params.search.query, exc)
+                replaced = self._extractive(outcome, prompt, params.search.query, exc)
+                yield "done", _spent(replaced, completion) if isinstance(exc, LLMTruncated) else replaced
                 return
         done = await self._finish(outcome, prompt, completion, deadline, params.search.query)
         yield "done", _spent(done, completion)

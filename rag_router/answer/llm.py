@@ -63,9 +63,12 @@ class LLMTimeout(LLMError):
 
 
 class LLMTruncated(LLMError):
-    def __init__(self, message: str, partial: str) -> None:
+    """The model answered, at length: ``spent`` holds what it wrote and the tokens it took."""
+
+    def __init__(self, message: str, partial: str, spent: Completion | None = None) -> None:
         super().__init__(message)
         self.partial = partial
+        self.spent = spent
 
 
 class LLMBadResponse(LLMError):
@@ -254,11 +257,15 @@ class LLMClient:
             raise  # our prompt was too long: the server is healthy
         except LLMTruncated:
             self._breaker.success()  # it answered, at length: no reason to stop asking it
+            self._observe(result, started)  # its first token and its tokens were real
             raise
         except LLMError:
             self._breaker.failure()
             raise
         self._breaker.success()
+        self._observe(result, started)
+
+    def _observe(self, result: Completion, started: float) -> None:
         result.seconds = time.monotonic() - started
         if self._metrics is not None:
             tpot = (
@@ -341,7 +348,7 @@ class LLMClient:
         if not done:
             raise LLMBadResponse("the LLM stream ended without [DONE]")
         if result.finish_reason == "length":
-            raise LLMTruncated("the answer was cut at max_tokens (finish_reason=length)", result.text)
+            raise LLMTruncated("the answer was cut at max_tokens (finish_reason=length)", result.text, result)
         if result.finish_reason is None:
             raise LLMBadResponse("the LLM stream never gave a finish_reason")
 

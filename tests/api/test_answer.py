@@ -120,6 +120,26 @@ def test_every_llm_fault_ends_in_a_degraded_extractive_answer_in_time(
     assert elapsed < HASTY_S + 10, elapsed  # cut off at the deadline, not hung (the fake hangs for an hour)
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_truncated_answer_replaced_by_quotes_still_reports_its_tokens(
+    client: TestClient, llm: tuple[ScriptedLLM, str], stream: bool
+) -> None:
+    """The model answered, at length, and its answer was replaced: the tokens it took are in
+    usage and /metrics, as for any replaced answer (a real 135M model hit this in CI)."""
+    llm[0].play(Step(words(EDUCATION), finish="length"))
+    query = "What does the declaration say about the right to education?"
+    if stream:
+        with client.stream("POST", "/v1/answer", json={"query": query, "stream": True}) as r:
+            events = [json.loads(line[5:]) for line in r.iter_lines() if line.startswith("data:")]
+        body = next(e for e in events if "usage" in e)
+    else:
+        body, _ = ask(client, query)
+    assert body["mode"] == "extractive" and body["degraded"] is True
+    assert body["usage"]["prompt_tokens"] == 100 and body["usage"]["completion_tokens"] > 0
+    metrics = client.get("/metrics").text
+    assert "rag_llm_ttft_seconds_count 1.0" in metrics
+
+
 def test_a_retry_after_503_recovers(client: TestClient, llm: tuple[ScriptedLLM, str]) -> None:
     llm[0].play(Step(status=503, retry_after="0"), Step(words(EDUCATION)))
     body, _ = ask(client, "right to education?")
