@@ -44,7 +44,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import machine, percentiles
-from bench.scale_measure import _disk, _many_clients, _ndcg, _one_client, _queries, _rss_mb, _serve
+from bench.scale_measure import (
+    _disk,
+    _many_clients,
+    _ndcg,
+    _one_client,
+    _queries,
+    _rss_mb,
+    _serve,
+    stop_serve,
+)
 from bench.scale_measure import _through_server as through_server
 from indexers.embed.embedder import query_function
 from indexers.records import Chunk, EmbeddedChunk
@@ -285,11 +294,7 @@ def main() -> None:
                 )
             )
     finally:
-        began = time.perf_counter()
-        proc.terminate()
-        proc.wait(1800)
-        result["serve_stop_s"] = round(time.perf_counter() - began, 2)
-        result["disk_mb_end"] = _disk(data)
+        stop_serve(proc, data, result, wait_s=1800)
         saved()
 
 

@@ -372,10 +372,15 @@ def measure(
                 if device is not None:
                     os.environ["RAG_EMBEDDING__DEVICE"] = device
     finally:
-        began = time.perf_counter()
-        proc.terminate()
-        proc.wait(600)
-        out["serve_stop_s"] = round(time.perf_counter() - began, 2)
-    out["disk_mb_end"] = _disk(data_dir)
+        stop_serve(proc, data_dir, out, wait_s=600)
     saved()
     return out
+
+
+def stop_serve(proc: subprocess.Popen[bytes], data_dir: Path, out: dict[str, Any], wait_s: float) -> None:
+    """SIGTERM the server, then the seconds it took to stop and the disk it left."""
+    began = time.perf_counter()
+    proc.terminate()
+    proc.wait(wait_s)
+    out["serve_stop_s"] = round(time.perf_counter() - began, 2)
+    out["disk_mb_end"] = _disk(data_dir)
